@@ -1,0 +1,181 @@
+"""SDDMM: for every nonzero (i, j) of a CSR mask, ``out = alpha * A[i, :] @ B[:, j] + beta * mask[i, j]``.
+
+The semantics of ``torch.sparse.sampled_addmm``. Each program takes ``NNZ_BLOCK`` consecutive
+nonzeros (so work is even whatever the row lengths), gathers their rows of A and columns of B
+``BLOCK_K`` at a time and reduces in fp32.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from stuning.kernels.target import DeviceBudget, check_device, device_budget
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@triton.jit(do_not_specialize=["nnz", "K"])
+def _sddmm_kernel(
+    # the mask: row and column of each nonzero, and its value (read only when HAS_BETA)
+    row_ptr,
+    col_ptr,
+    mask_val_ptr,
+    # dense A (M x K), B (K x N), and the output values (nnz)
+    a_ptr,
+    b_ptr,
+    out_ptr,
+    nnz,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    alpha,
+    beta,
+    # template parameters
+    NNZ_BLOCK: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    VEC: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    HAS_BETA: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * NNZ_BLOCK + tl.arange(0, NNZ_BLOCK)
+    ok = offs < nnz
+    rows = tl.load(row_ptr + offs, mask=ok, other=0).to(tl.int64)
+    cols = tl.load(col_ptr + offs, mask=ok, other=0).to(tl.int64)
+    a_base = a_ptr + rows[:, None] * stride_am
+    b_base = b_ptr + cols[:, None] * stride_bn
+
+    acc = tl.zeros((NNZ_BLOCK, BLOCK_K), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        offs_k = tl.max_contiguous(tl.multiple_of(offs_k, VEC), VEC)
+        if EVEN_K:
+            m = ok[:, None]
+        else:
+            m = ok[:, None] & (offs_k[None, :] < K)
+        # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
+        a = tl.load(a_base + offs_k[None, :] * stride_ak, mask=m, other=0.0).to(tl.float32)
+        b = tl.load(b_base + offs_k[None, :] * stride_bk, mask=m, other=0.0).to(tl.float32)
+        acc += a * b
+    result = alpha * tl.sum(acc, axis=1)
+    if HAS_BETA:
+        result += beta * tl.load(mask_val_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, result.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@dataclass(frozen=True)
+class SDDMMConfig:
+    nnz_block: int = 64  # nonzeros per program
+    block_k: int = 32  # depth of the dot products consumed per loop step
+    vec: int = 1  # vector width of the loads along K (contiguity hint)
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SDDMMProblem:
+    m: int
+    n: int
+    k: int
+    nnz: int
+    dtype: torch.dtype
+
+
+def sddmm(
+    row_ids: torch.Tensor,
+    col: torch.Tensor,
+    mask_values: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    alpha: float,
+    beta: float,
+    config: SDDMMConfig,
+) -> torch.Tensor:
+    """Launch the SDDMM kernel: COO coordinates of the mask (row, col), its values, A and B."""
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"sddmm: A and B must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"sddmm: inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
+    if a.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"sddmm: dtype {a.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
+    if b.dtype != a.dtype or mask_values.dtype != a.dtype:
+        raise TypeError(f"sddmm: A is {a.dtype}, B is {b.dtype}, mask is {mask_values.dtype}; they must match")
+    if not (a.device == b.device == mask_values.device):
+        raise ValueError(f"sddmm: A on {a.device}, B on {b.device}, mask on {mask_values.device}")
+    check_device(a.device, "sddmm input")
+    nnz = col.numel()
+    k = a.shape[1]
+    out = torch.empty(nnz, dtype=a.dtype, device=a.device)
+    if nnz == 0:
+        return out
+    grid = (triton.cdiv(nnz, config.nnz_block),)
+    _sddmm_kernel[grid](
+        row_ids,
+        col,
+        mask_values,
+        a,
+        b,
+        out,
+        nnz,
+        k,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        float(alpha),
+        float(beta),
+        NNZ_BLOCK=config.nnz_block,
+        BLOCK_K=config.block_k,
+        VEC=config.vec,
+        EVEN_K=k % config.block_k == 0,
+        HAS_BETA=beta != 0,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------ config space
+_NNZ_BLOCKS = (16, 32, 64, 128, 256)
+_BLOCK_KS = (16, 32, 64, 128)
+_VECS = (1, 2, 4, 8)
+_WARPS = (1, 2, 4, 8)
+_STAGES = (1, 2, 3)
+_MAX_TILE_PER_THREAD = 128
+
+
+def config_space(problem: SDDMMProblem, budget: DeviceBudget | None = None) -> list[SDDMMConfig]:
+    budget = budget or device_budget()
+    k_cap = max(16, triton.next_power_of_2(problem.k))
+    out = []
+    for nb, bk, vec, warps, stages in itertools.product(_NNZ_BLOCKS, _BLOCK_KS, _VECS, _WARPS, _STAGES):
+        threads = 32 * warps
+        if bk > k_cap or vec > bk or problem.k % vec:
+            continue
+        tile = nb * bk
+        if tile // threads > _MAX_TILE_PER_THREAD or tile < threads:
+            continue
+        regs = 32 + 3 * tile // threads
+        if regs > 255 or regs * threads > budget.registers_per_sm:
+            continue
+        out.append(SDDMMConfig(nb, bk, vec, warps, stages))
+    return out
+
+
+def heuristic(problem: SDDMMProblem) -> SDDMMConfig:
+    """Cover K in as few steps as the registers allow, 8-wide loads when K is aligned."""
+    block_k = min(64, max(16, triton.next_power_of_2(problem.k)))
+    vec = 8 if problem.k % 8 == 0 else 4 if problem.k % 4 == 0 else 1
+    nnz_block = 64 if block_k <= 32 else 32
+    return SDDMMConfig(nnz_block=nnz_block, block_k=block_k, vec=min(vec, block_k), num_warps=4)

@@ -1,0 +1,224 @@
+"""SpMM: ``Y = A @ B`` with A sparse in CSR (M x K) and B dense (K x N), on CUDA cores.
+
+Sputnik-style: each program owns ``ROWS`` rows of A (subwarp tiling) and ``BLOCK_N`` columns of Y.
+It walks its rows' nonzeros ``NNZ_STEP`` at a time as a (ROWS, NNZ_STEP) tile of values and column
+indices, gathers the matching rows of B as a (ROWS, NNZ_STEP, BLOCK_N) tile and reduces over the
+nonzeros in fp32. Rows may be visited in a swizzled order (longest first) so that the rows sharing a
+program have similar lengths and the longest start first.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from stuning.kernels.target import DeviceBudget, check_device, device_budget
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@triton.jit(do_not_specialize=["M", "N"])
+def _spmm_kernel(
+    # A in CSR, plus the order in which rows are visited
+    crow_ptr,
+    col_ptr,
+    val_ptr,
+    row_order_ptr,
+    # B (K x N) and Y (M x N), dense
+    b_ptr,
+    y_ptr,
+    M,
+    N,
+    stride_bk,
+    stride_bn,
+    stride_ym,
+    stride_yn,
+    # template parameters
+    ROWS: tl.constexpr,
+    NNZ_STEP: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    SWIZZLE: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+
+    slots = pid_m * ROWS + tl.arange(0, ROWS)
+    slot_ok = slots < M
+    if SWIZZLE:
+        rows = tl.load(row_order_ptr + slots, mask=slot_ok, other=0).to(tl.int64)
+    else:
+        rows = slots.to(tl.int64)
+    start = tl.load(crow_ptr + rows, mask=slot_ok, other=0).to(tl.int64)
+    end = tl.load(crow_ptr + rows + 1, mask=slot_ok, other=0).to(tl.int64)
+    if ROW_ALIGN > 1:
+        # Padded rows start on a multiple of ROW_ALIGN: lets values and indices load as vectors.
+        start = tl.multiple_of(start, ROW_ALIGN)
+    length = end - start
+    max_len = tl.max(length, axis=0)
+
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_n = tl.max_contiguous(tl.multiple_of(offs_n, VEC), VEC)
+    n_ok = offs_n < N
+
+    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    for step in range(0, max_len, NNZ_STEP):
+        offs_k = step + tl.arange(0, NNZ_STEP)
+        k_ok = offs_k[None, :] < length[:, None]
+        idx = start[:, None] + offs_k[None, :]
+        cols = tl.load(col_ptr + idx, mask=k_ok, other=0).to(tl.int64)
+        # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
+        vals = tl.load(val_ptr + idx, mask=k_ok, other=0.0).to(tl.float32)
+        b_ptrs = b_ptr + cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn
+        if EVEN_N:
+            b = tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
+        else:
+            b = tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
+        acc += tl.sum(vals[:, :, None] * b.to(tl.float32), axis=1)
+
+    y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+
+
+@dataclass(frozen=True)
+class SpMMConfig:
+    rows: int = 4  # rows of A per program (Sputnik's subwarp tiling)
+    nnz_step: int = 16  # nonzeros of each row consumed per loop step
+    block_n: int = 64  # columns of B/Y per program
+    vec: int = 1  # vector width of the loads of B rows (contiguity hint)
+    swizzle: bool = False  # visit rows longest first instead of in order
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SpMMProblem:
+    m: int
+    k: int
+    n: int
+    nnz: int
+    dtype: torch.dtype
+    pad_to: int = 1  # row padding of A, which bounds the alignment the kernel may assume
+
+
+def spmm(
+    crow: torch.Tensor,
+    col: torch.Tensor,
+    values: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    m: int,
+    config: SpMMConfig,
+    row_order: torch.Tensor | None = None,
+    pad_to: int = 1,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Launch the SpMM kernel on CSR arrays (already validated as a CSR matrix) and dense ``b``."""
+    if b.dim() != 2:
+        raise ValueError(f"spmm: B must be 2-D, got shape {tuple(b.shape)}")
+    if values.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"spmm: dtype {values.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
+    if b.dtype != values.dtype:
+        raise TypeError(f"spmm: A is {values.dtype} but B is {b.dtype}; they must match")
+    if values.device != b.device:
+        raise ValueError(f"spmm: A is on {values.device} but B is on {b.device}")
+    check_device(b.device, "spmm input")
+    if crow.numel() != m + 1:
+        raise ValueError(f"spmm: crow has {crow.numel()} entries for M = {m}")
+    n = b.shape[1]
+    if out is None:
+        out = torch.empty((m, n), dtype=b.dtype, device=b.device)
+    elif out.shape != (m, n) or out.dtype != b.dtype or out.device != b.device:
+        raise ValueError(f"spmm: out must be {b.dtype} ({m}, {n}) on {b.device}")
+    if m == 0 or n == 0:
+        return out
+    if b.shape[0] == 0 or col.numel() == 0:
+        return out.zero_()
+    if config.vec > 1 and (b.stride(0) % config.vec or b.stride(1) != 1):
+        raise ValueError(f"spmm: config.vec = {config.vec} needs B rows contiguous and aligned to it")
+    if config.swizzle and row_order is None:
+        raise ValueError("spmm: config.swizzle needs row_order")
+    grid = (triton.cdiv(m, config.rows), triton.cdiv(n, config.block_n))
+    _spmm_kernel[grid](
+        crow,
+        col,
+        values,
+        row_order if config.swizzle else crow,
+        b,
+        out,
+        m,
+        n,
+        b.stride(0),
+        b.stride(1),
+        out.stride(0),
+        out.stride(1),
+        ROWS=config.rows,
+        NNZ_STEP=config.nnz_step,
+        BLOCK_N=config.block_n,
+        VEC=config.vec,
+        ROW_ALIGN=min(pad_to, config.nnz_step),
+        EVEN_N=n % config.block_n == 0,
+        SWIZZLE=config.swizzle,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------ config space
+_ROWS = (1, 2, 4, 8, 16)
+_NNZ_STEPS = (4, 8, 16, 32, 64)
+_BLOCK_NS = (16, 32, 64, 128, 256)
+_VECS = (1, 2, 4, 8)
+_WARPS = (1, 2, 4, 8)
+_STAGES = (1, 2, 3)
+# fp32 elements of the gathered (ROWS, NNZ_STEP, BLOCK_N) tile a thread may hold before it spills.
+_MAX_TILE_PER_THREAD = 128
+
+
+def config_space(problem: SpMMProblem, budget: DeviceBudget | None = None) -> list[SpMMConfig]:
+    """Every config worth compiling for the problem on the device."""
+    budget = budget or device_budget()
+    n_cap = max(16, triton.next_power_of_2(problem.n))
+    max_row_len_cap = max(4, triton.next_power_of_2(max(1, problem.nnz // max(1, problem.m)) * 4))
+    out = []
+    for rows, step, bn, vec, warps, stages, swz in itertools.product(
+        _ROWS, _NNZ_STEPS, _BLOCK_NS, _VECS, _WARPS, _STAGES, (False, True)
+    ):
+        threads = 32 * warps
+        if bn > n_cap or rows > max(1, triton.next_power_of_2(problem.m)):
+            continue
+        if step > max_row_len_cap:
+            continue  # steps far longer than the average row only load masked zeros
+        if vec > bn or problem.n % vec:
+            continue
+        tile = rows * step * bn
+        if tile // threads > _MAX_TILE_PER_THREAD or tile < threads:
+            continue
+        regs_per_thread = 32 + (tile + rows * bn) // threads  # estimate: tile, accumulator, addresses
+        if regs_per_thread > 255 or regs_per_thread * threads > budget.registers_per_sm:
+            continue
+        out.append(SpMMConfig(rows, step, bn, vec, swz, warps, stages))
+    return out
+
+
+def heuristic(problem: SpMMProblem) -> SpMMConfig:
+    """Sputnik's rules, roughly: one row per subwarp, N tile by the width of B, vector loads when
+    N is aligned, more rows per program when rows are short."""
+    n = problem.n
+    block_n = 16 if n <= 16 else 32 if n <= 32 else 64
+    avg = problem.nnz / max(1, problem.m)
+    step = 8 if avg <= 16 else 16 if avg <= 64 else 32
+    rows = 8 if block_n <= 16 else 4 if block_n <= 32 else 2
+    vec = 4 if n % 4 == 0 and block_n >= 32 else 2 if n % 2 == 0 else 1
+    warps = max(1, min(8, rows * step * block_n // (32 * 64)))
+    return SpMMConfig(rows=rows, nnz_step=step, block_n=block_n, vec=vec, swizzle=True, num_warps=warps)

@@ -1,0 +1,17 @@
+"""stuning: sparse GPU kernels in Triton with a model-driven autotuner."""
+
+import os as _os
+
+if "TRITON_INTERPRET" not in _os.environ:
+    import torch as _torch
+
+    # Without a GPU the kernels can only run through Triton's interpreter, which is read when the
+    # kernels are defined: choose it before they are imported. Set TRITON_INTERPRET=0 to opt out.
+    if not _torch.cuda.is_available():
+        _os.environ["TRITON_INTERPRET"] = "1"
+
+from stuning.formats import CSRMatrix, RowStats, Semi24Matrix  # noqa: E402
+from stuning.ops import sddmm, semi24_mm, spmm  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["CSRMatrix", "RowStats", "Semi24Matrix", "spmm", "sddmm", "semi24_mm", "__version__"]

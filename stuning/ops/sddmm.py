@@ -1,0 +1,45 @@
+"""``stuning.sddmm``: the dense product A @ B sampled at the nonzeros of a sparse mask."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from stuning.formats import CSRMatrix
+from stuning.kernels import sddmm as sddmm_kernel
+from stuning.ops.inputs import as_csr, dense_2d, resolve_config
+
+
+def problem_of(mask: CSRMatrix, a: torch.Tensor) -> sddmm_kernel.SDDMMProblem:
+    return sddmm_kernel.SDDMMProblem(
+        m=mask.shape[0], n=mask.shape[1], k=a.shape[1], nnz=mask.nnz, dtype=a.dtype
+    )
+
+
+def sddmm(mask, a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, beta: float = 0.0, config=None) -> CSRMatrix:
+    """``alpha * (A @ B) * spy(mask) + beta * mask``, as ``torch.sparse.sampled_addmm`` computes it.
+
+    ``mask`` is M x N (``CSRMatrix`` or torch sparse CSR), A is M x K, B is K x N. Returns a
+    ``CSRMatrix`` with the mask's sparsity pattern. ``beta`` must be 0 where the mask's values may
+    hold NaN or inf: they are not read then.
+    """
+    mask = as_csr(mask, "sddmm: mask")
+    a = dense_2d(a, "sddmm: A")
+    b = dense_2d(b, "sddmm: B")
+    m, n = mask.shape
+    if a.shape[0] != m or b.shape[1] != n:
+        raise ValueError(
+            f"sddmm: mask is {m} x {n}, so A must have {m} rows and B {n} columns; "
+            f"got A {tuple(a.shape)}, B {tuple(b.shape)}"
+        )
+    if mask.pad_to > 1:
+        raise ValueError("sddmm: the mask is padded (explicit zeros would get values); pass an unpadded CSRMatrix")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not math.isfinite(float(v)):
+            raise ValueError(f"sddmm: {name} must be finite, got {v}")
+    cfg = resolve_config(config, sddmm_kernel.SDDMMConfig, sddmm_kernel.heuristic, problem_of(mask, a))
+    values = sddmm_kernel.sddmm(
+        mask.row_ids(), mask.col, mask.values, a, b, alpha=alpha, beta=beta, config=cfg
+    )
+    return CSRMatrix(mask.crow, mask.col, values, mask.shape, validate=False)

@@ -1,0 +1,27 @@
+"""``stuning.semi24_mm``: Y = W @ X with W 2:4 semi-structured."""
+
+from __future__ import annotations
+
+import torch
+
+from stuning.formats import Semi24Matrix
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.ops.inputs import dense_2d, resolve_config
+
+
+def problem_of(w: Semi24Matrix, x: torch.Tensor) -> semi24_kernel.Semi24Problem:
+    return semi24_kernel.Semi24Problem(m=w.shape[0], k=w.shape[1], n=x.shape[1], dtype=w.dtype)
+
+
+def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None) -> torch.Tensor:
+    """``W @ X`` for W a ``Semi24Matrix`` (M x K, fp16 or bf16) and X dense K x N of the same dtype."""
+    if not isinstance(w, Semi24Matrix):
+        raise TypeError(
+            f"semi24_mm: W must be a Semi24Matrix, got {type(w).__name__} "
+            "(use Semi24Matrix.from_dense(w, prune=True) to build one)"
+        )
+    x = dense_2d(x, "semi24_mm: X")
+    if x.shape[0] != w.shape[1]:
+        raise ValueError(f"semi24_mm: W is {w.shape[0]} x {w.shape[1]} but X has {x.shape[0]} rows")
+    cfg = resolve_config(config, semi24_kernel.Semi24Config, semi24_kernel.heuristic, problem_of(w, x))
+    return semi24_kernel.semi24_mm(w.values, w.meta, x, k=w.shape[1], config=cfg)

@@ -1,0 +1,37 @@
+"""``stuning.spmm``: Y = A @ B with A sparse (CSR) and B dense."""
+
+from __future__ import annotations
+
+import torch
+
+from stuning.kernels import spmm as spmm_kernel
+from stuning.ops.inputs import as_csr, dense_2d, resolve_config
+
+
+def problem_of(a, b: torch.Tensor) -> spmm_kernel.SpMMProblem:
+    m, k = a.shape
+    return spmm_kernel.SpMMProblem(m=m, k=k, n=b.shape[1], nnz=a.nnz, dtype=a.dtype, pad_to=a.pad_to)
+
+
+def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``A @ B`` for A a ``CSRMatrix`` (or torch sparse CSR tensor), M x K, and B dense K x N.
+
+    fp32, fp16 and bf16, accumulated in fp32; the result has B's dtype. ``config`` is an
+    ``SpMMConfig`` (or a dict of its fields); ``None`` picks the default heuristic.
+    """
+    a = as_csr(a, "spmm: A")
+    b = dense_2d(b, "spmm: B")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"spmm: A is {a.shape[0]} x {a.shape[1]} but B has {b.shape[0]} rows (need {a.shape[1]})")
+    cfg = resolve_config(config, spmm_kernel.SpMMConfig, spmm_kernel.heuristic, problem_of(a, b))
+    return spmm_kernel.spmm(
+        a.crow,
+        a.col,
+        a.values,
+        b,
+        m=a.shape[0],
+        config=cfg,
+        row_order=a.row_order() if cfg.swizzle else None,
+        pad_to=a.pad_to,
+        out=out,
+    )
