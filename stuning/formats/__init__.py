@@ -1,6 +1,7 @@
 """Sparse formats in plain PyTorch: no Triton here, so they work wherever torch does."""
 
 from stuning.formats.csr import CSRMatrix, RowStats
+from stuning.formats.pruning import magnitude_prune
 from stuning.formats.semi24 import Semi24Matrix
 
-__all__ = ["CSRMatrix", "RowStats", "Semi24Matrix"]
+__all__ = ["CSRMatrix", "RowStats", "Semi24Matrix", "magnitude_prune"]

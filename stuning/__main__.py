@@ -1,0 +1,5 @@
+import sys
+
+from stuning.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Command-line interface (``stuning ...``): parsing, tables, plots and exit codes only."""

@@ -1,0 +1,63 @@
+"""The ``stuning`` command: one sub-command per module of this package."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXIT_OK = 0
+EXIT_FAILED_CHECK = 1  # the command ran, but a result was wrong
+EXIT_USAGE = 2  # bad arguments or input: nothing was run
+
+
+class CLIError(Exception):
+    """A one-line error for the user; the exit code says what kind."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from stuning.cli import demo
+
+    report = demo.run(sparsity=args.sparsity, n=args.n, seed=args.seed, quiet=args.json)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return EXIT_OK if report["ok"] else EXIT_FAILED_CHECK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stuning", description="Sparse Triton kernels and their tuner.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser(
+        "demo",
+        help="sparsify a weight matrix, pick configs, run every kernel and check it",
+        description="Prune a random weight matrix (unstructured and 2:4), run SpMM, SDDMM and the 2:4 kernel "
+        "with their chosen configs, and check each against a float64 reference. Without a GPU it runs "
+        "through Triton's interpreter on a small matrix.",
+    )
+    p.add_argument("--sparsity", type=float, default=0.9, help="fraction of zeros for the CSR kernels (0..1)")
+    p.add_argument("--n", type=int, default=None, help="columns of the dense operand (tokens)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CLIError as e:
+        print(f"stuning {args.command}: error: {e}", file=sys.stderr)
+        return e.code
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        print(f"stuning {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

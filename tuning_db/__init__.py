@@ -1,0 +1,1 @@
+"""Shipped tuning databases (JSON, one file per device), installed as package data."""
