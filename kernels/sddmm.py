@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
-
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -179,3 +178,12 @@ def heuristic(problem: SDDMMProblem) -> SDDMMConfig:
     vec = 8 if problem.k % 8 == 0 else 4 if problem.k % 4 == 0 else 1
     nnz_block = 64 if block_k <= 32 else 32
     return SDDMMConfig(nnz_block=nnz_block, block_k=block_k, vec=min(vec, block_k), num_warps=4)
+
+
+def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
+    """The nearest valid config to one tuned for a neighbouring problem."""
+    block_k = min(config.block_k, max(16, triton.next_power_of_2(problem.k)))
+    vec = config.vec
+    while vec > 1 and (problem.k % vec or vec > block_k):
+        vec //= 2
+    return SDDMMConfig(config.nnz_block, block_k, vec, config.num_warps, config.num_stages)

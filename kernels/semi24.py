@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
-
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -245,3 +244,14 @@ def heuristic(problem: Semi24Problem) -> Semi24Config:
     if n <= 128:
         return Semi24Config(64, 64, 128, 8, 1, 4, 4)
     return Semi24Config(128, 128, 64, 8, 1, 8, 3)
+
+
+def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
+    """The nearest valid config to one tuned for a neighbouring problem."""
+    block_m = min(config.block_m, max(16, triton.next_power_of_2(problem.m)))
+    block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
+    block_k = min(config.block_k, max(64, triton.next_power_of_2(problem.k)))
+    split_k = config.split_k
+    while split_k > 1 and split_k * block_k > problem.k:
+        split_k //= 2
+    return Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages)

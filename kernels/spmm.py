@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
-
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -143,8 +142,6 @@ def spmm(
         return out
     if b.shape[0] == 0 or col.numel() == 0:
         return out.zero_()
-    if config.vec > 1 and (b.stride(0) % config.vec or b.stride(1) != 1):
-        raise ValueError(f"spmm: config.vec = {config.vec} needs B rows contiguous and aligned to it")
     if config.swizzle and row_order is None:
         raise ValueError("spmm: config.swizzle needs row_order")
     grid = (triton.cdiv(m, config.rows), triton.cdiv(n, config.block_n))
@@ -222,3 +219,13 @@ def heuristic(problem: SpMMProblem) -> SpMMConfig:
     vec = 4 if n % 4 == 0 and block_n >= 32 else 2 if n % 2 == 0 else 1
     warps = max(1, min(8, rows * step * block_n // (32 * 64)))
     return SpMMConfig(rows=rows, nnz_step=step, block_n=block_n, vec=vec, swizzle=True, num_warps=warps)
+
+
+def repair(config: SpMMConfig, problem: SpMMProblem) -> SpMMConfig:
+    """The nearest valid config to one tuned for a neighbouring problem (other N, other rows)."""
+    block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
+    vec = config.vec
+    while vec > 1 and (problem.n % vec or vec > block_n):
+        vec //= 2
+    rows = min(config.rows, max(1, triton.next_power_of_2(problem.m)))
+    return SpMMConfig(rows, config.nnz_step, block_n, vec, config.swizzle, config.num_warps, config.num_stages)

@@ -32,7 +32,7 @@ class DeviceBudget:
 H100_BUDGET = DeviceBudget("NVIDIA H100 (assumed)", 132, 227 * 1024, 65536, 2048)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_budget(device_index: int | None = None) -> DeviceBudget:
     if interpreting() or not torch.cuda.is_available():
         return H100_BUDGET

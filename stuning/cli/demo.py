@@ -10,10 +10,10 @@ from rich.table import Table
 
 import stuning
 from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
-from stuning.kernels.target import interpreting
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels.target import interpreting
 from stuning.ops.sddmm import problem_of as sddmm_problem
 from stuning.ops.semi24 import problem_of as semi24_problem
 from stuning.ops.spmm import problem_of as spmm_problem

@@ -54,6 +54,8 @@ class CSRMatrix:
         self._row_order: torch.Tensor | None = None
         self._row_ids: torch.Tensor | None = None
         self._stats: RowStats | None = None
+        # Layers above keep what they derive from this matrix here (e.g. the configs chosen for it).
+        self.cache: dict = {}
         if validate:
             self.validate()
 

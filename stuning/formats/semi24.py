@@ -34,6 +34,8 @@ class Semi24Matrix:
         self.meta = meta
         self.shape = (m, k)
         self.k_stored = k_stored
+        # Layers above keep what they derive from this matrix here (e.g. the configs chosen for it).
+        self.cache: dict = {}
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -54,7 +56,7 @@ class Semi24Matrix:
                     "pass pad=True to pad with zero columns"
                 )
             dense = torch.nn.functional.pad(dense, (0, 4 - k % 4))
-        groups = dense.reshape(m, -1, 4)
+        groups = dense.reshape(m, dense.shape[1] // 4, 4)
         nonzero = groups != 0
         if prune:
             keep_pos = torch.topk(groups.abs().float(), 2, dim=-1).indices
@@ -72,8 +74,8 @@ class Semi24Matrix:
             rank = (~nonzero).to(torch.int8) * 4 + torch.arange(4, device=dense.device, dtype=torch.int8)
             keep_pos = torch.topk(rank, 2, dim=-1, largest=False).indices
         keep_pos = torch.sort(keep_pos, dim=-1).values
-        values = torch.gather(groups, -1, keep_pos).reshape(m, -1).contiguous()
-        meta = pack_positions(keep_pos.reshape(m, -1))
+        values = torch.gather(groups, -1, keep_pos).reshape(m, groups.shape[1] * 2).contiguous()
+        meta = pack_positions(keep_pos.reshape(m, groups.shape[1] * 2))
         return cls(values, meta, (m, k))
 
     # ---------------------------------------------------------------------------------- queries
@@ -126,4 +128,4 @@ def unpack_positions(meta: torch.Tensor, count: int) -> torch.Tensor:
     shifts = 2 * torch.arange(VALUES_PER_META_WORD, device=meta.device, dtype=torch.int64)
     words = meta.to(torch.int64) & 0xFFFFFFFF
     pos = (words.unsqueeze(-1) >> shifts) & 3
-    return pos.reshape(m, -1)[:, :count]
+    return pos.reshape(m, meta.shape[1] * VALUES_PER_META_WORD)[:, :count]

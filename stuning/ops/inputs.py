@@ -7,6 +7,24 @@ import dataclasses
 import torch
 
 from stuning.formats import CSRMatrix
+from stuning.ops.selection import SELECTOR
+from stuning.tuning.features import alignment, bucket_tokens
+from stuning.tuning.session import key_for
+
+
+def tuned_config(operand, op: str, width: int, dtype, make_features):
+    """The chosen config for ``operand`` (a static matrix) applied to ``width`` columns.
+
+    Keyed on the operand itself by (op, width bucket, width alignment, dtype): every width sharing
+    those gets a config valid for it, so repeated calls skip features and keys entirely.
+    """
+    slot = (op, bucket_tokens(width), alignment(width), dtype)
+    hit = operand.cache.get(slot)
+    if hit is None:
+        features = make_features()
+        hit = SELECTOR.choose(features, key_for(features))[0]
+        operand.cache[slot] = hit
+    return hit
 
 
 def as_csr(a, what: str) -> CSRMatrix:
@@ -33,10 +51,16 @@ def dense_2d(x, what: str) -> torch.Tensor:
     return x
 
 
-def resolve_config(config, config_cls, default_fn, problem):
-    """``None`` gives the default heuristic; a dict is read as the config's fields."""
+def require_dtype(what: str, dtype: torch.dtype, supported: tuple) -> None:
+    """Checked before a config is chosen, since choosing one reads features of that dtype."""
+    if dtype not in supported:
+        raise TypeError(f"{what}: dtype {dtype} is not supported; use one of {supported}")
+
+
+def resolve_config(config, config_cls, tuned):
+    """``None`` asks ``tuned()`` (database, model, heuristic); a dict is read as the config's fields."""
     if config is None:
-        return default_fn(problem)
+        return tuned()
     if isinstance(config, config_cls):
         return config
     if isinstance(config, dict):

@@ -8,7 +8,8 @@ import torch
 
 from stuning.formats import CSRMatrix
 from stuning.kernels import sddmm as sddmm_kernel
-from stuning.ops.inputs import as_csr, dense_2d, resolve_config
+from stuning.ops.inputs import as_csr, dense_2d, require_dtype, resolve_config, tuned_config
+from stuning.tuning.features import sddmm_features
 
 
 def problem_of(mask: CSRMatrix, a: torch.Tensor) -> sddmm_kernel.SDDMMProblem:
@@ -38,7 +39,13 @@ def sddmm(mask, a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, beta: f
     for name, v in (("alpha", alpha), ("beta", beta)):
         if not math.isfinite(float(v)):
             raise ValueError(f"sddmm: {name} must be finite, got {v}")
-    cfg = resolve_config(config, sddmm_kernel.SDDMMConfig, sddmm_kernel.heuristic, problem_of(mask, a))
+    require_dtype("sddmm", a.dtype, sddmm_kernel.SUPPORTED_DTYPES)
+    k = a.shape[1]
+    cfg = resolve_config(
+        config,
+        sddmm_kernel.SDDMMConfig,
+        lambda: tuned_config(mask, "sddmm", k, a.dtype, lambda: sddmm_features(mask, k, a.dtype)),
+    )
     values = sddmm_kernel.sddmm(
         mask.row_ids(), mask.col, mask.values, a, b, alpha=alpha, beta=beta, config=cfg
     )

@@ -6,7 +6,8 @@ import torch
 
 from stuning.formats import Semi24Matrix
 from stuning.kernels import semi24 as semi24_kernel
-from stuning.ops.inputs import dense_2d, resolve_config
+from stuning.ops.inputs import dense_2d, require_dtype, resolve_config, tuned_config
+from stuning.tuning.features import semi24_features
 
 
 def problem_of(w: Semi24Matrix, x: torch.Tensor) -> semi24_kernel.Semi24Problem:
@@ -23,5 +24,12 @@ def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None) -> torch.Tensor:
     x = dense_2d(x, "semi24_mm: X")
     if x.shape[0] != w.shape[1]:
         raise ValueError(f"semi24_mm: W is {w.shape[0]} x {w.shape[1]} but X has {x.shape[0]} rows")
-    cfg = resolve_config(config, semi24_kernel.Semi24Config, semi24_kernel.heuristic, problem_of(w, x))
+    m, k = w.shape
+    require_dtype("semi24_mm", w.dtype, semi24_kernel.SUPPORTED_DTYPES)
+    n = x.shape[1]
+    cfg = resolve_config(
+        config,
+        semi24_kernel.Semi24Config,
+        lambda: tuned_config(w, "semi24", n, w.dtype, lambda: semi24_features(m, k, n, w.dtype)),
+    )
     return semi24_kernel.semi24_mm(w.values, w.meta, x, k=w.shape[1], config=cfg)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from stuning.kernels import spmm as spmm_kernel
-from stuning.ops.inputs import as_csr, dense_2d, resolve_config
+from stuning.ops.inputs import as_csr, dense_2d, require_dtype, resolve_config, tuned_config
+from stuning.tuning.features import spmm_features
 
 
 def problem_of(a, b: torch.Tensor) -> spmm_kernel.SpMMProblem:
@@ -17,13 +18,18 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None) ->
     """``A @ B`` for A a ``CSRMatrix`` (or torch sparse CSR tensor), M x K, and B dense K x N.
 
     fp32, fp16 and bf16, accumulated in fp32; the result has B's dtype. ``config`` is an
-    ``SpMMConfig`` (or a dict of its fields); ``None`` picks the default heuristic.
+    ``SpMMConfig`` (or a dict of its fields); ``None`` looks the problem up in the tuning
+    database (then the cost model, then the default heuristic).
     """
     a = as_csr(a, "spmm: A")
     b = dense_2d(b, "spmm: B")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"spmm: A is {a.shape[0]} x {a.shape[1]} but B has {b.shape[0]} rows (need {a.shape[1]})")
-    cfg = resolve_config(config, spmm_kernel.SpMMConfig, spmm_kernel.heuristic, problem_of(a, b))
+    require_dtype("spmm", a.dtype, spmm_kernel.SUPPORTED_DTYPES)
+    n = b.shape[1]
+    cfg = resolve_config(
+        config, spmm_kernel.SpMMConfig, lambda: tuned_config(a, "spmm", n, a.dtype, lambda: spmm_features(a, n))
+    )
     return spmm_kernel.spmm(
         a.crow,
         a.col,

@@ -1,0 +1,188 @@
+"""One tuning result (DBEntry), its key, and the rule that merges two results for the same key."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from stuning.db.environment import same_environment
+from stuning.db.schema import ENV_FIELDS, TOP_K, validate_entry
+
+KEY_SEPARATOR = "|"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def dtype_name(dtype) -> str:
+    """'float16' for 'float16' or torch.float16 (read through str, so torch is not imported here)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def format_feature(value) -> str:
+    """A short, stable spelling: integral numbers without a decimal point, others to 6 digits.
+
+    4096 and 4096.0 spell the same, so a key does not depend on whether the caller's bucketing
+    returned an int or a float; 6 significant digits keep keys short and are far finer than any
+    bucket grid.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str) and KEY_SEPARATOR not in value and "=" not in value:
+            return value
+        raise ValueError(f"key feature value {value!r} must be a number or a string without '|' or '='")
+    if not math.isfinite(value):
+        raise ValueError(f"key feature value {value!r} must be finite")
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return format(value, ".6g")
+
+
+def make_key(op: str, dtype, key_features: dict) -> str:
+    """'spmm|float16|cv=0.4|density=0.1|k=4096|m=4096|n=128': op, dtype, then sorted name=value.
+
+    The caller buckets the features; this only formats them.
+    """
+    parts = [op, dtype_name(dtype)]
+    for part in parts:
+        if not part or KEY_SEPARATOR in part:
+            raise ValueError(f"op and dtype must be non-empty and free of '|', got {part!r}")
+    for name in sorted(key_features):
+        if not name or KEY_SEPARATOR in name or "=" in name:
+            raise ValueError(f"key feature name {name!r} must be non-empty and free of '|' and '='")
+        parts.append(f"{name}={format_feature(key_features[name])}")
+    return KEY_SEPARATOR.join(parts)
+
+
+@dataclass(frozen=True)
+class TimedConfig:
+    config: dict
+    time_us: float | None = None  # None: not measured
+
+    def to_json(self) -> dict:
+        return {"config": dict(self.config), "time_us": self.time_us}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> TimedConfig:
+        return cls(dict(obj["config"]), obj["time_us"])
+
+
+@dataclass(frozen=True)
+class DBEntry:
+    """A tuned (measured) or model-ranked (predicted) config for one bucket of problems."""
+
+    op: str
+    dtype: str
+    features: dict  # numeric problem features, for nearest-neighbour lookup
+    best: TimedConfig
+    top_k: list = field(default_factory=list)  # [TimedConfig], fastest first
+    predicted_us: float | None = None  # the cost model's prediction for best
+    measured: bool = True  # False: model-only, all time_us are None
+    tuner: dict = field(default_factory=lambda: {"strategy": "unknown", "trials": 0, "seconds": 0.0})
+    env: dict = field(default_factory=dict)  # {device, triton, torch}; TuningDB.put fills it if empty
+    updated: str = field(default_factory=now_iso)
+
+    @property
+    def config(self) -> dict:
+        return self.best.config
+
+    def to_json(self) -> dict:
+        return {
+            "op": self.op,
+            "dtype": self.dtype,
+            "features": dict(self.features),
+            "best": self.best.to_json(),
+            "top_k": [t.to_json() for t in self.top_k],
+            "predicted_us": self.predicted_us,
+            "measured": self.measured,
+            "tuner": dict(self.tuner),
+            "env": {f: self.env.get(f) for f in ENV_FIELDS},
+            "updated": self.updated,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict, *, validate: bool = True) -> DBEntry:
+        """Raises ValueError naming the offending field unless ``validate`` is False (already checked)."""
+        if validate:
+            validate_entry(obj)
+        return cls(
+            op=obj["op"],
+            dtype=obj["dtype"],
+            features=dict(obj["features"]),
+            best=TimedConfig.from_json(obj["best"]),
+            top_k=[TimedConfig.from_json(t) for t in obj["top_k"]],
+            predicted_us=obj["predicted_us"],
+            measured=obj["measured"],
+            tuner=dict(obj["tuner"]),
+            env=dict(obj["env"]),
+            updated=obj["updated"],
+        )
+
+    def validate(self) -> None:
+        validate_entry(self.to_json())
+
+
+def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
+    """The entry to keep when two results share a key; symmetric, so the order of writers is irrelevant.
+
+    - Results from different environments (device or triton) are not comparable: the newer one wins.
+    - A measured result beats a predicted one; between two predicted ones the newer wins.
+    - Between two measured ones the lower best time wins, and the top-k lists are united (deduplicated
+      by config at its lowest time, fastest first, capped at TOP_K).
+    Remaining ties are broken by the entries' canonical JSON, so every process picks the same one.
+    """
+    if a == b:
+        return a
+    if not same_environment(a.env, b.env):
+        return _newer(a, b)
+    if a.measured != b.measured:
+        return a if a.measured else b
+    if not a.measured:
+        return _newer(a, b)
+    winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
+    return replace(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]))
+
+
+def union_top_k(items, k: int = TOP_K) -> list:
+    """Fastest first, one per config (its lowest time), at most ``k``; ties ordered by config."""
+    fastest: dict[str, TimedConfig] = {}
+    for item in items:
+        name = _canonical(item.config)
+        if name not in fastest or item.time_us < fastest[name].time_us:
+            fastest[name] = item
+    ordered = sorted(fastest.items(), key=lambda kv: (kv[1].time_us, kv[0]))
+    return [item for _, item in ordered[:k]]
+
+
+def feature_distance(a: dict, b: dict, names=None) -> float | None:
+    """Euclidean distance over log2(1 + x) of the named (or all shared) numeric features; None if none."""
+    names = sorted(a.keys() & b.keys()) if names is None else names
+    total, shared = 0.0, 0
+    for name in names:
+        x, y = a.get(name), b.get(name)
+        if not (is_number(x) and is_number(y)):
+            continue
+        # Features are sizes, counts and ratios (>= 0); the clamp only keeps bad input finite.
+        total += (math.log2(1.0 + max(x, 0.0)) - math.log2(1.0 + max(y, 0.0))) ** 2
+        shared += 1
+    return math.sqrt(total) if shared else None
+
+
+def is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _newer(a: DBEntry, b: DBEntry) -> DBEntry:
+    return max(a, b, key=lambda e: (_timestamp(e.updated), _canonical(e.to_json())))
+
+
+def _timestamp(text: str) -> datetime:
+    stamp = datetime.fromisoformat(text)
+    # Hand-written stamps may lack a zone; read them as UTC so that they compare with ours.
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=timezone.utc)
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True)

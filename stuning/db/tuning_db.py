@@ -1,0 +1,289 @@
+"""TuningDB: one device's tuning results, read from the search path, written to one directory.
+
+Reading: the device's file from every directory on the search path; per key the earliest directory
+wins, except that an entry from the current environment beats a stale one from an earlier directory
+(a stale entry is no answer, so it must not hide one). Stale entries (another device or Triton
+version) stay loaded as seeds for a new search, and lookup skips them.
+
+Writing: put() collects entries in memory; save() merges them into the write directory's file under
+its lock (storage.update_document), so concurrent tuners lose nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import NamedTuple
+
+from stuning.db.entry import DBEntry, dtype_name, feature_distance, is_number, merge_entries, union_top_k
+from stuning.db.environment import Environment, same_environment
+from stuning.db.misses import MissCounter, load_misses
+from stuning.db.paths import (
+    db_file_name,
+    default_search_path,
+    first_writable,
+    misses_file_name,
+    write_candidates,
+)
+from stuning.db.schema import DEFAULT_OBJECTIVE, empty_document
+from stuning.db.storage import load_document, load_entries, merge_header, merge_into, update_document
+
+HEADER_SECTIONS = ("calibration", "model_coefficients")
+
+
+class StaleEntriesWarning(UserWarning):
+    """Entries tuned on another device or Triton version were found; they are used only as seeds."""
+
+
+class LookupResult(NamedTuple):
+    entry: DBEntry | None
+    how: str  # "exact" | "nearest" | "miss"
+    distance: float | None  # 0.0 for exact, None for a miss
+
+
+_stale_warned = False  # one warning per process is enough to explain slow, untuned runs
+
+
+class TuningDB:
+    def __init__(self, device_name: str, env: Environment, search_path: list[Path], *,
+                 write_dirs: list[Path], objective: str = DEFAULT_OBJECTIVE):
+        self.device_name = device_name
+        self.env = env
+        self.search_path = search_path
+        self.objective = objective
+        self.files: list[Path] = []  # the files read, in search order
+        self.calibration: dict = {}
+        self.model_coefficients: dict = {}
+        self._write_dirs = write_dirs
+        self._current_env = env.entry_env()
+        self._entries: dict[str, DBEntry] = {}  # every key, current or stale
+        self._answers: dict[str, DBEntry] = {}  # the current ones: what get and lookup return
+        self._groups: dict[tuple[str, str], dict[str, DBEntry]] = {}  # (op, dtype) -> entries
+        self._pending: dict[str, DBEntry] = {}
+        self._pending_header: dict[str, dict] = {section: {} for section in HEADER_SECTIONS}
+        self._missed = MissCounter()
+        self._load()
+
+    @classmethod
+    def open(cls, device_name: str, *, search_path=None, env: Environment | None = None,
+             write_dir=None, objective: str = DEFAULT_OBJECTIVE) -> TuningDB:
+        """Read ``device_name``'s files from ``search_path`` (default: paths.default_search_path()).
+
+        Writes go to ``write_dir`` if given, else the first writable directory of an explicit
+        ``search_path`` other than the shipped one, else $STUNING_DB_DIR or the user cache directory.
+        """
+        env = env if env is not None else Environment.detect(device_name)
+        path = [Path(d) for d in search_path] if search_path is not None else default_search_path()
+        if write_dir is not None:
+            write_dirs = [Path(write_dir)]
+        else:
+            write_dirs = write_candidates(path if search_path is not None else None)
+        return cls(device_name, env, path, write_dirs=write_dirs, objective=objective)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def get(self, key: str) -> DBEntry | None:
+        """The current-environment entry stored under ``key`` (a plain dict lookup)."""
+        return self._answers.get(key)
+
+    def entries(self, *, include_stale: bool = True) -> dict[str, DBEntry]:
+        return dict(self._entries) if include_stale else dict(self._answers)
+
+    def stale_entries(self) -> dict[str, DBEntry]:
+        return {k: e for k, e in self._entries.items() if k not in self._answers}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._answers
+
+    def lookup(self, op: str, dtype, key: str, features: dict, *, max_distance: float,
+               feature_names=None) -> LookupResult:
+        """The entry for ``key``, else the nearest same-op, same-dtype entry within ``max_distance``.
+
+        Distance: Euclidean over log2(1 + x) of ``feature_names`` (default: every feature both
+        have). Stale entries are never answers. A miss is counted (see misses()).
+        """
+        entry = self._answers.get(key)
+        if entry is not None:
+            return LookupResult(entry, "exact", 0.0)
+        dtype, features = dtype_name(dtype), features or {}
+        nearest = None
+        for other_key, candidate in self._groups.get((op, dtype), {}).items():
+            if other_key not in self._answers:
+                continue
+            distance = feature_distance(features, candidate.features, feature_names)
+            if distance is None or distance > max_distance:
+                continue
+            if nearest is None or (distance, other_key) < nearest[:2]:
+                nearest = (distance, other_key, candidate)
+        if nearest is not None:
+            return LookupResult(nearest[2], "nearest", nearest[0])
+        self._missed.record(key, op, dtype, {k: v for k, v in features.items() if is_number(v)})
+        return LookupResult(None, "miss", None)
+
+    def seeds(self, op: str, dtype, features: dict, k: int = 5, *, feature_names=None) -> list[DBEntry]:
+        """Up to ``k`` same-op, same-dtype entries, stale ones included, nearest first: search seeds."""
+        dtype = dtype_name(dtype)
+        ranked = []
+        for key, entry in self._groups.get((op, dtype), {}).items():
+            distance = feature_distance(features, entry.features, feature_names)
+            ranked.append((math.inf if distance is None else distance, key not in self._answers, key, entry))
+        ranked.sort(key=lambda r: r[:3])
+        return [r[3] for r in ranked[:k]]
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def put(self, entry: DBEntry, key: str) -> DBEntry:
+        """Add ``entry`` in memory (merged with what is held under ``key``); save() writes it.
+
+        An entry without ``env`` is stamped with this database's environment; a measured entry's
+        top_k is made to hold its best, as merged entries' do. Returns what is held now.
+        """
+        if not entry.env:
+            entry = replace(entry, env=dict(self._current_env))
+        entry.validate()
+        if entry.measured:
+            entry = replace(entry, top_k=union_top_k([entry.best, *entry.top_k]))
+        held = self._pending.get(key)
+        self._pending[key] = entry if held is None else merge_entries(held, entry)
+        held = self._entries.get(key)
+        result = entry if held is None else merge_entries(held, entry)
+        self._set(key, result)
+        return result
+
+    def update_calibration(self, values: dict) -> None:
+        self._update_header("calibration", values)
+
+    def update_model_coefficients(self, values: dict) -> None:
+        self._update_header("model_coefficients", values)
+
+    @property
+    def write_path(self) -> Path:
+        """The file save() writes (its directory is created if need be)."""
+        return first_writable(self._write_dirs) / db_file_name(self.device_name)
+
+    def save(self) -> Path | None:
+        """Merge the entries put since the last save into the write file, atomically, under its lock.
+
+        Returns the file written (None if there was nothing to write). Raises CorruptDatabaseError,
+        leaving the file alone, if the file on disk is corrupt.
+        """
+        if not self._pending and not any(self._pending_header.values()):
+            return None
+        path = self.write_path
+        pending, header = dict(self._pending), {s: dict(v) for s, v in self._pending_header.items()}
+        merged: dict[str, DBEntry] = {}
+
+        def change(doc: dict) -> None:
+            if doc["objective"] != self.objective:
+                raise ValueError(f"{path} times {doc['objective']!r}, not {self.objective!r}: "
+                                 "the timings would not compare")
+            merge_header(doc, self.env.device_header(), self.env.versions())
+            for section, values in header.items():
+                doc[section].update(values)
+            merged.update(merge_into(doc, pending))
+
+        update_document(path, change, new=lambda: empty_document(
+            self.env.device_header(), self.env.versions(), self.objective))
+        for key, entry in merged.items():
+            self._set(key, merge_entries(self._entries.get(key, entry), entry))
+            if self._pending.get(key) is pending[key]:  # not put again meanwhile
+                del self._pending[key]
+        for section, values in header.items():
+            for name in values:
+                self._pending_header[section].pop(name, None)
+        return path
+
+    def export(self, out_path, *, include_stale: bool = False, measured_only: bool = False) -> int:
+        """Merge this database's entries (by default the current, measured or not) into ``out_path``."""
+        chosen = {
+            key: entry for key, entry in self.entries(include_stale=include_stale).items()
+            if entry.measured or not measured_only
+        }
+
+        def change(doc: dict) -> None:
+            merge_header(doc, self.env.device_header(), self.env.versions())
+            for section in HEADER_SECTIONS:
+                doc[section] = {**getattr(self, section), **doc[section]}
+            merge_into(doc, chosen)
+
+        update_document(Path(out_path), change, new=lambda: empty_document(
+            self.env.device_header(), self.env.versions(), self.objective))
+        return len(chosen)
+
+    # -- misses ------------------------------------------------------------------------------------
+
+    def misses(self) -> dict[str, dict]:
+        """Lookups that missed since the last flush: key -> {count, op, dtype, features}."""
+        return self._missed.snapshot()
+
+    def flush_misses(self) -> dict[str, dict]:
+        """Add the counted misses to misses-<device>.json in the write directory; returns its contents."""
+        path = first_writable(self._write_dirs) / misses_file_name(self.device_name)
+        return self._missed.flush(path, self.device_name)
+
+    def load_misses(self) -> dict[str, dict]:
+        """The misses flushed to the write directory (by every process), most frequent first."""
+        if not self._write_dirs:
+            return {}
+        return load_misses(self._write_dirs[0] / misses_file_name(self.device_name))
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        for directory in self.search_path:
+            path = directory / db_file_name(self.device_name)
+            if not path.is_file():
+                continue
+            doc = load_document(path)
+            self.files.append(path)
+            for section in HEADER_SECTIONS:
+                setattr(self, section, {**doc[section], **getattr(self, section)})
+            for key, entry in load_entries(doc).items():
+                held = self._entries.get(key)
+                if held is None or (key not in self._answers and self._is_current(entry)):
+                    self._set(key, entry)
+        stale = len(self._entries) - len(self._answers)
+        if stale:
+            _warn_stale_once(stale, self.files, self.env)
+
+    def _set(self, key: str, entry: DBEntry) -> None:
+        held = self._entries.get(key)
+        if held is not None and (held.op, held.dtype) != (entry.op, entry.dtype):
+            self._groups[(held.op, held.dtype)].pop(key, None)
+        self._entries[key] = entry
+        self._groups.setdefault((entry.op, entry.dtype), {})[key] = entry
+        if self._is_current(entry):
+            self._answers[key] = entry
+        else:
+            self._answers.pop(key, None)
+
+    def _is_current(self, entry: DBEntry) -> bool:
+        return same_environment(entry.env, self._current_env)
+
+    def _update_header(self, section: str, values: dict) -> None:
+        self._pending_header[section].update(values)
+        setattr(self, section, {**getattr(self, section), **values})
+
+
+def export(db: TuningDB, out_path, **options) -> int:
+    """Module form of TuningDB.export, for the CLI."""
+    return db.export(out_path, **options)
+
+
+def _warn_stale_once(count: int, files: list[Path], env: Environment) -> None:
+    global _stale_warned
+    if _stale_warned:
+        return
+    _stale_warned = True
+    warnings.warn(
+        f"{count} tuning-database entries in {', '.join(map(str, files))} were tuned on another device or "
+        f"Triton version (this is {env.device!r}, triton {env.triton}); lookups ignore them and tuning "
+        "uses them only as seeds. Re-tune those problems, or prune the stale entries, to refresh them.",
+        StaleEntriesWarning,
+        stacklevel=5,  # the caller of TuningDB.open
+    )

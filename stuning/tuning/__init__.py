@@ -1,0 +1,1 @@
+"""The tuner: problem features, device specs, cost models, search strategies, timing."""

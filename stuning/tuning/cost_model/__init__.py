@@ -1,0 +1,52 @@
+"""Analytic cost models, one module per kernel family, combined by fitted ``Coefficients``."""
+
+from __future__ import annotations
+
+from stuning.tuning.cost_model.base import Coefficients, CostTerms, fit_coefficients
+from stuning.tuning.device import DeviceSpec
+from stuning.tuning.features import ProblemFeatures
+
+
+def config_sort_key(config) -> str:
+    """Deterministic tie-breaker between configs."""
+    return repr(config)
+
+
+class CostModel:
+    """Predicts a config's time on a device and ranks a config space with it."""
+
+    def __init__(self, device: DeviceSpec, coefficients: dict[str, Coefficients] | None = None):
+        self.device = device
+        self.coefficients = dict(coefficients or {})
+
+    def terms(self, features: ProblemFeatures, config) -> CostTerms:
+        from stuning.tuning.registry import family
+
+        return family(features.op).terms(features, config, self.device)
+
+    def predict_us(self, features: ProblemFeatures, config) -> float:
+        coef = self.coefficients.get(features.op, Coefficients())
+        return coef.predict_us(self.terms(features, config))
+
+    def rank(self, features: ProblemFeatures, configs: list) -> list[tuple[object, float]]:
+        """Configs with their predictions, fastest first; ties broken by the config's text."""
+        scored = [(c, self.predict_us(features, c)) for c in configs]
+        return sorted(scored, key=lambda cp: (cp[1], config_sort_key(cp[0])))
+
+    def prune(self, ranked: list[tuple[object, float]], *, keep: int, within: float) -> list[tuple[object, float]]:
+        """The hopeful part of a ranking: at most ``keep`` configs, none predicted over ``within``
+        times the best."""
+        if not ranked:
+            return []
+        best = ranked[0][1]
+        return [cp for cp in ranked[:keep] if cp[1] <= best * within]
+
+    def fit(self, op: str, samples: list[tuple[ProblemFeatures, object, float]]) -> Coefficients:
+        """Fit this op's coefficients to measured (features, config, time_us) trials."""
+        terms = [self.terms(f, c) for f, c, _ in samples]
+        coef = fit_coefficients(terms, [t for _, _, t in samples])
+        self.coefficients[op] = coef
+        return coef
+
+
+__all__ = ["CostModel", "CostTerms", "Coefficients", "fit_coefficients", "config_sort_key"]

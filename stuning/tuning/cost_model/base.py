@@ -1,0 +1,126 @@
+"""The shape of every kernel's cost model, the launch arithmetic they share, and the fitted part.
+
+Each kernel module turns (features, config, device) into ``CostTerms``: the bytes and FLOPs as
+times at the device's ceilings, and the factors that keep a kernel from reaching them (load
+imbalance, wave quantization, too few warps in flight). ``Coefficients`` combine the terms into a
+time and are fitted to measured trials by least squares on log time; the prior (all exponents 1)
+is the pure analytic model, so an unfitted model still ranks sensibly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from stuning.tuning.device import DeviceSpec
+
+LAUNCH_US = 3.0  # launch and tail of one kernel as timed by do_bench
+
+
+@dataclass(frozen=True)
+class CostTerms:
+    mem_us: float  # bytes at DRAM / L2 bandwidth
+    compute_us: float  # FLOPs at the rate of the unit that does them
+    imbalance: float = 1.0  # >= 1: work of the slowest program over the average one
+    wave_eff: float = 1.0  # (0, 1]: programs / (waves * concurrent slots)
+    latency: float = 1.0  # >= 1: slowdown from too little work in flight (occupancy)
+    overhead_us: float = LAUNCH_US  # launches, reductions
+
+    @property
+    def bound_us(self) -> float:
+        return max(self.mem_us, self.compute_us)
+
+
+@dataclass(frozen=True)
+class Launch:
+    programs: int
+    programs_per_sm: int
+    occupancy: float  # resident threads / the SM's maximum
+    waves: int
+    wave_eff: float
+
+
+def launch_shape(programs: int, threads: int, regs_per_thread: int, smem_bytes: int, device: DeviceSpec) -> Launch:
+    """How many programs fit on an SM at once, and how the grid falls into waves."""
+    by_threads = device.max_threads_per_sm // threads
+    by_regs = device.regs_per_sm // max(1, regs_per_thread * threads)
+    by_smem = (device.smem_per_sm_kb * 1024) // smem_bytes if smem_bytes else device.max_programs_per_sm
+    per_sm = max(1, min(by_threads, by_regs, by_smem, device.max_programs_per_sm))
+    slots = per_sm * device.sm_count
+    programs = max(1, programs)
+    waves = math.ceil(programs / slots)
+    return Launch(
+        programs=programs,
+        programs_per_sm=per_sm,
+        occupancy=min(1.0, per_sm * threads / device.max_threads_per_sm),
+        waves=waves,
+        wave_eff=programs / (waves * slots) if waves > 1 else 1.0,
+    )
+
+
+def latency_factor(occupancy: float, needed: float) -> float:
+    """Below ``needed`` occupancy the memory system is not kept busy: time grows as 1/occupancy."""
+    return max(1.0, needed / max(occupancy, 1e-3))
+
+
+def sector_efficiency(contiguous_bytes: float, sector: int = 32) -> float:
+    """Fraction of fetched bytes that are used when each access is ``contiguous_bytes`` long."""
+    if contiguous_bytes <= 0:
+        return 1.0
+    return contiguous_bytes / (math.ceil(contiguous_bytes / sector) * sector)
+
+
+PRIOR = (0.0, 1.0, 1.0, 1.0)  # log scale, exponents of: bound/wave_eff, imbalance, latency
+
+
+@dataclass
+class Coefficients:
+    """t = overhead + exp(c0) * (bound / wave_eff)^c1 * imbalance^c2 * latency^c3."""
+
+    c: tuple = PRIOR
+    fitted_on: int = 0  # number of trials behind the fit
+    extra: dict = field(default_factory=dict)
+
+    def predict_us(self, t: CostTerms) -> float:
+        c0, c1, c2, c3 = self.c
+        work = max(t.bound_us / max(t.wave_eff, 1e-6), 1e-6)
+        return t.overhead_us + math.exp(c0) * work**c1 * t.imbalance**c2 * t.latency**c3
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"c": list(self.c)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Coefficients:
+        return cls(tuple(d.get("c", PRIOR)), int(d.get("fitted_on", 0)), dict(d.get("extra", {})))
+
+
+def _design_row(t: CostTerms) -> list[float]:
+    work = max(t.bound_us / max(t.wave_eff, 1e-6), 1e-6)
+    return [1.0, math.log(work), math.log(t.imbalance), math.log(t.latency)]
+
+
+def fit_coefficients(terms: list[CostTerms], times_us: list[float], *, ridge: float = 1.0) -> Coefficients:
+    """Least squares on log time, pulled toward the analytic prior (ridge) so a few trials cannot
+    push it anywhere odd; exponents stay non-negative, so more work is never predicted faster."""
+    rows, ys = [], []
+    for t, y in zip(terms, times_us, strict=True):
+        excess = y - t.overhead_us
+        if y > 0 and math.isfinite(y) and excess > 0:
+            rows.append(_design_row(t))
+            ys.append(math.log(excess))
+    if len(rows) < 3:
+        return Coefficients(PRIOR, len(rows))
+    x = np.asarray(rows)
+    y = np.asarray(ys)
+    prior = np.asarray(PRIOR)
+    # Minimise |X c - y|^2 + ridge * |c - prior|^2 (no pull on the intercept).
+    reg = ridge * np.eye(4)
+    reg[0, 0] = 0.0
+    c = np.linalg.solve(x.T @ x + reg, x.T @ y + reg @ prior)
+    c[1] = float(np.clip(c[1], 0.5, 1.5))
+    c[2:] = np.clip(c[2:], 0.0, 3.0)
+    # Refit the intercept with the clipped exponents.
+    c[0] = float(np.mean(y - x[:, 1:] @ c[1:]))
+    return Coefficients(tuple(float(v) for v in c), len(rows))

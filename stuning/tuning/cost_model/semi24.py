@@ -1,0 +1,46 @@
+"""2:4 on tensor cores: W's compressed bytes and X, dense-equivalent MMA work, on-chip selects."""
+
+from __future__ import annotations
+
+import math
+
+from stuning.kernels.semi24 import Semi24Config, shared_memory_bytes
+from stuning.tuning.cost_model.base import LAUNCH_US, CostTerms, latency_factor, launch_shape
+from stuning.tuning.device import DeviceSpec
+from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
+
+
+def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerms:
+    m, k, n = f["m"], f["k"], f["n"]
+    elt = DTYPE_BYTES[f.dtype]
+    m_tiles, n_tiles = math.ceil(m / cfg.block_m), math.ceil(n / cfg.block_n)
+    k_tiles = math.ceil(k / cfg.block_k)
+    split = max(1, min(cfg.split_k, k_tiles))
+    m_pad, n_pad, k_pad = m_tiles * cfg.block_m, n_tiles * cfg.block_n, k_tiles * cfg.block_k
+
+    w_bytes = m * k // 2 * elt + m * k // 8
+    x_bytes = k * n * elt
+    out_bytes = m * n * (4 * split * 2 if split > 1 else elt)  # fp32 partials written and re-read
+    dram = w_bytes + x_bytes + out_bytes
+    l2 = w_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
+    mem_us = dram / (device.dram_gbs * 1e3) + l2 / (device.l2_gbs * 1e3)
+    # Four dots of (BLOCK_M x BLOCK_K/4) x (BLOCK_K/4 x BLOCK_N): dense-equivalent tensor work.
+    mma_us = 2.0 * m_pad * k_pad * n_pad / (device.tensor_rate(f.dtype) * 1e-6)
+    # The selects rebuilding W_t run on CUDA cores, once per N tile: ~4 ops per dense element.
+    select_us = 4.0 * m_pad * k_pad * n_tiles / (device.fp32_tflops * 1e6 / 2)
+    compute_us = mma_us + select_us
+
+    threads = 32 * cfg.num_warps
+    regs = 32 + cfg.block_m * cfg.block_n // threads + cfg.block_m * cfg.block_k // (2 * threads)
+    smem = shared_memory_bytes(cfg, elt)
+    launch = launch_shape(m_tiles * n_tiles * split, threads, regs, smem, device)
+    # A deeper pipeline hides more latency; one stage hides none.
+    pipelining = 1.0 + 0.5 / max(1, cfg.num_stages - 1)
+    return CostTerms(
+        mem_us=mem_us,
+        compute_us=compute_us,
+        imbalance=pipelining,
+        wave_eff=launch.wave_eff,
+        latency=latency_factor(launch.occupancy, 0.25),
+        overhead_us=LAUNCH_US * (2 if split > 1 else 1),
+    )

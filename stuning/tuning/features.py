@@ -1,0 +1,141 @@
+"""Problem features: what keys the tuning database and what the cost model reads.
+
+The same numbers serve both, so a database entry can be re-ranked by the model and a model can be
+fitted from entries. Key features are bucketed (tokens to powers of two, density on a log grid,
+row-length variation to tenths) so that nearby problems share an entry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from stuning.formats import CSRMatrix
+
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# Coarse row-length histogram: fraction of rows whose length / mean falls under each edge.
+HIST_EDGES = (0.25, 0.5, 1.0, 2.0, 4.0)
+# The features nearest-neighbour lookup compares (log2 space), per op.
+NEAREST_FEATURES = {
+    "spmm": ("m", "k", "n", "density", "row_cv"),
+    "sddmm": ("m", "n", "k", "density", "row_cv"),
+    "semi24": ("m", "k", "n"),
+}
+
+
+def dtype_name(dtype: torch.dtype | str) -> str:
+    if isinstance(dtype, str):
+        if dtype not in DTYPE_BYTES:
+            raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPE_BYTES)}")
+        return dtype
+    if dtype not in DTYPE_NAMES:
+        raise TypeError(f"unsupported dtype {dtype}; use one of {list(DTYPE_NAMES)}")
+    return DTYPE_NAMES[dtype]
+
+
+def alignment(n: int, cap: int = 16) -> int:
+    """The largest power of two up to ``cap`` dividing ``n``."""
+    a = 1
+    while a < cap and n % (2 * a) == 0:
+        a *= 2
+    return a
+
+
+def bucket_tokens(n: int) -> int:
+    """Powers of two above 16; exact below, where decode shapes differ most."""
+    return n if n <= 16 else 1 << math.ceil(math.log2(n))
+
+
+def bucket_density(d: float) -> float:
+    """Density on a grid of quarter-octaves (1, 0.84, 0.71, 0.59, 0.5, ...), 3 significant digits."""
+    if d <= 0:
+        return 0.0
+    return float(f"{2 ** (round(math.log2(d) * 4) / 4):.3g}")
+
+
+@dataclass(frozen=True)
+class ProblemFeatures:
+    op: str
+    dtype: str
+    values: dict = field(default_factory=dict)  # numeric features, all JSON numbers
+
+    def __getitem__(self, name: str) -> float:
+        return self.values[name]
+
+    def key_features(self) -> dict:
+        v = self.values
+        if self.op == "spmm":
+            return {
+                "m": v["m"], "k": v["k"], "n": bucket_tokens(v["n"]), "n_align": v["n_align"],
+                "density": bucket_density(v["density"]), "cv": round(v["row_cv"], 1),
+            }
+        if self.op == "sddmm":
+            return {
+                "m": v["m"], "n": v["n"], "k": bucket_tokens(v["k"]), "k_align": v["k_align"],
+                "density": bucket_density(v["density"]), "cv": round(v["row_cv"], 1),
+            }
+        return {"m": v["m"], "k": v["k"], "n": bucket_tokens(v["n"]), "n_align": v["n_align"]}
+
+    def with_values(self, **changes) -> ProblemFeatures:
+        return ProblemFeatures(self.op, self.dtype, {**self.values, **changes})
+
+
+def _row_features(a: CSRMatrix) -> dict:
+    s = a.stats()
+    m, k = a.shape
+    out = {
+        "nnz": a.nnz,
+        "density": a.nnz / (m * k) if m * k else 0.0,
+        "row_mean": s.mean,
+        "row_max": s.max,
+        "row_cv": s.cv,
+        "empty_rows": s.empty,
+        "pad_to": a.pad_to,
+        "idx_bytes": a.col.element_size(),
+    }
+    lengths = a.row_lengths().to("cpu", torch.float64)
+    if s.mean > 0 and lengths.numel():
+        ratio = lengths / s.mean
+        prev = 0.0
+        for edge in HIST_EDGES:
+            out[f"hist_lt_{edge}"] = float((ratio < edge).double().mean() - prev)
+            prev += out[f"hist_lt_{edge}"]
+    return out
+
+
+def spmm_features(a: CSRMatrix, n: int, dtype=None) -> ProblemFeatures:
+    m, k = a.shape
+    values = {"m": m, "k": k, "n": n, "n_align": alignment(n), **_row_features(a)}
+    return ProblemFeatures("spmm", dtype_name(dtype or a.dtype), values)
+
+
+def sddmm_features(mask: CSRMatrix, k: int, dtype=None) -> ProblemFeatures:
+    m, n = mask.shape
+    values = {"m": m, "n": n, "k": k, "k_align": alignment(k), **_row_features(mask)}
+    return ProblemFeatures("sddmm", dtype_name(dtype or mask.dtype), values)
+
+
+def semi24_features(m: int, k: int, n: int, dtype) -> ProblemFeatures:
+    values = {"m": m, "k": k, "n": n, "n_align": alignment(n), "density": 0.5}
+    return ProblemFeatures("semi24", dtype_name(dtype), values)
+
+
+def synthetic_spmm_features(m: int, k: int, n: int, density: float, dtype, row_cv: float = 0.0) -> ProblemFeatures:
+    """Features of a problem described by numbers alone (model-only tuning, no matrix at hand)."""
+    mean = density * k
+    values = {
+        "m": m, "k": k, "n": n, "n_align": alignment(n), "nnz": int(round(mean * m)), "density": density,
+        "row_mean": mean, "row_max": min(k, int(math.ceil(mean * (1 + 3 * row_cv)))), "row_cv": row_cv,
+        "empty_rows": 0, "pad_to": 1, "idx_bytes": 4,
+    }
+    return ProblemFeatures("spmm", dtype_name(dtype), values)
+
+
+def synthetic_sddmm_features(m: int, n: int, k: int, density: float, dtype, row_cv: float = 0.0) -> ProblemFeatures:
+    f = synthetic_spmm_features(m, n, k, density, dtype, row_cv)
+    values = {**f.values, "m": m, "n": n, "k": k, "k_align": alignment(k)}
+    values.pop("n_align")
+    return ProblemFeatures("sddmm", f.dtype, values)

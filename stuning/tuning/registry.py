@@ -1,0 +1,86 @@
+"""Op -> kernel family: config class, config space, heuristic, and the cost model's terms.
+
+Adding a kernel variant means one file in kernels/, one cost-model module, and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import torch
+
+from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels.target import DeviceBudget
+from stuning.tuning.cost_model import sddmm as sddmm_cost
+from stuning.tuning.cost_model import semi24 as semi24_cost
+from stuning.tuning.cost_model import spmm as spmm_cost
+from stuning.tuning.device import DeviceSpec
+from stuning.tuning.features import ProblemFeatures
+
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    op: str
+    config_cls: type
+    config_space: Callable
+    heuristic: Callable
+    terms: Callable
+    problem: Callable[[ProblemFeatures], object]  # features -> the kernel module's problem
+    repair_fn: Callable
+
+    def repair(self, config, features: ProblemFeatures):
+        return self.repair_fn(config, self.problem(features))
+
+    def space(self, features: ProblemFeatures, budget: DeviceBudget | None = None) -> list:
+        return self.config_space(self.problem(features), budget)
+
+    def default(self, features: ProblemFeatures):
+        return self.heuristic(self.problem(features))
+
+    def param_keys(self) -> list[str]:
+        return [f.name for f in fields(self.config_cls)]
+
+    def config_from_dict(self, d: dict):
+        return self.config_cls(**{k: v for k, v in d.items() if k in self.param_keys()})
+
+
+def _spmm_problem(f: ProblemFeatures):
+    v = f.values
+    return spmm_kernel.SpMMProblem(v["m"], v["k"], v["n"], v["nnz"], TORCH_DTYPES[f.dtype], v.get("pad_to", 1))
+
+
+def _sddmm_problem(f: ProblemFeatures):
+    v = f.values
+    return sddmm_kernel.SDDMMProblem(v["m"], v["n"], v["k"], v["nnz"], TORCH_DTYPES[f.dtype])
+
+
+def _semi24_problem(f: ProblemFeatures):
+    v = f.values
+    return semi24_kernel.Semi24Problem(v["m"], v["k"], v["n"], TORCH_DTYPES[f.dtype])
+
+
+FAMILIES: dict[str, KernelFamily] = {
+    "spmm": KernelFamily("spmm", spmm_kernel.SpMMConfig, spmm_kernel.config_space, spmm_kernel.heuristic,
+                         spmm_cost.terms, _spmm_problem, spmm_kernel.repair),
+    "sddmm": KernelFamily("sddmm", sddmm_kernel.SDDMMConfig, sddmm_kernel.config_space, sddmm_kernel.heuristic,
+                          sddmm_cost.terms, _sddmm_problem, sddmm_kernel.repair),
+    "semi24": KernelFamily("semi24", semi24_kernel.Semi24Config, semi24_kernel.config_space,
+                           semi24_kernel.heuristic, semi24_cost.terms, _semi24_problem, semi24_kernel.repair),
+}
+
+
+def family(op: str) -> KernelFamily:
+    if op not in FAMILIES:
+        raise ValueError(f"unknown op {op!r}; known ops: {', '.join(FAMILIES)}")
+    return FAMILIES[op]
+
+
+def budget_of(device: DeviceSpec) -> DeviceBudget:
+    """The on-chip budgets a config space is filtered by, for a (possibly remote) target device."""
+    return DeviceBudget(device.name, device.sm_count, device.smem_per_sm_kb * 1024 - 1024,
+                        device.regs_per_sm, device.max_threads_per_sm)

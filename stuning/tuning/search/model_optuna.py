@@ -1,0 +1,101 @@
+"""``model+optuna`` (the default): the cost model prunes and seeds, Optuna's TPE searches the rest.
+
+The model's top-k are Optuna's first trials; TPE then samples each config field as a categorical
+over the values the survivors use. A sampled combination that is not a survivor is mapped to the
+survivor that shares the most fields with it (untimed ones first), and the study is told what was
+really timed, so its history stays true.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from stuning.tuning.cost_model import config_sort_key
+from stuning.tuning.search.base import Budget, RecordingObjective, SearchResult, SearchStrategy, Trial
+
+# Optuna needs finite values: failed configs are told as this many times the worst time seen.
+_FAILURE_PENALTY = 10.0
+
+
+class ModelOptunaSearch(SearchStrategy):
+    name = "model+optuna"
+
+    def __init__(self, top_k: int = 8, keep_fraction: float = 0.3, within: float = 4.0, seed: int = 0):
+        self.top_k = top_k
+        self.keep_fraction = keep_fraction
+        self.within = within
+        self.seed = seed
+
+    def survivors(self, ranked: list[tuple[object, float]]) -> list[tuple[object, float]]:
+        if not ranked:
+            return []
+        keep = max(self.top_k, math.ceil(self.keep_fraction * len(ranked)))
+        best = min(p for _, p in ranked)
+        return [cp for cp in ranked[:keep] if cp[1] <= best * self.within] or ranked[:1]
+
+    def search(self, ranked, objective: RecordingObjective | None, budget: Budget) -> SearchResult:
+        if objective is None:
+            raise ValueError("model+optuna times configs: it needs an objective (a GPU); use strategy 'model'")
+        start = time.perf_counter()
+        survivors = self.survivors(ranked)
+        predicted = dict(survivors)
+        names = [f.name for f in dataclasses.fields(survivors[0][0])]
+        dists = {
+            n: CategoricalDistribution(sorted({getattr(c, n) for c, _ in survivors}, key=repr)) for n in names
+        }
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=max(4, self.top_k // 2))
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        for config, _ in survivors[: self.top_k]:
+            study.enqueue_trial({n: getattr(config, n) for n in names})
+
+        trials: list[Trial] = []
+        worst = 0.0
+        misses = 0
+        while not budget.exhausted(objective.timed, start) and len(trials) < len(survivors):
+            asked = study.ask(dists)
+            sampled = type(survivors[0][0])(**asked.params)
+            config = sampled if sampled in predicted else self._nearest(sampled, survivors, objective)
+            if config in objective.results:
+                # Every survivor near this sample is timed already: let TPE move on.
+                study.tell(asked, state=TrialState.PRUNED)
+                misses += 1
+                if misses > 4 * len(survivors):
+                    break
+                continue
+            trial = objective(config, predicted[config])
+            trials.append(trial)
+            if trial.ok:
+                worst = max(worst, trial.time_us)
+            value = trial.time_us if trial.ok else _FAILURE_PENALTY * max(worst, 1.0)
+            if config == sampled:
+                study.tell(asked, value)
+            else:
+                study.tell(asked, state=TrialState.PRUNED)
+                study.add_trial(
+                    create_trial(params={n: getattr(config, n) for n in names}, distributions=dists, value=value)
+                )
+        return SearchResult(
+            self.name,
+            trials,
+            measured=True,
+            seconds=time.perf_counter() - start,
+            extra={"space": len(ranked), "survivors": len(survivors)},
+        )
+
+    @staticmethod
+    def _nearest(sampled, survivors, objective: RecordingObjective):
+        names = [f.name for f in dataclasses.fields(sampled)]
+
+        def score(cp):
+            config, pred = cp
+            shared = sum(getattr(config, n) == getattr(sampled, n) for n in names)
+            return (config in objective.results, -shared, pred, config_sort_key(config))
+
+        return min(survivors, key=score)[0]

@@ -1,0 +1,75 @@
+"""Where tuning meets the database: this machine's environment, keys, and entries from outcomes."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from stuning.db import DBEntry, Environment, TimedConfig, TuningDB, make_key
+from stuning.kernels.target import interpreting
+from stuning.tuning.cost_model import Coefficients, CostModel
+from stuning.tuning.device import DeviceSpec, local_spec, spec_for
+from stuning.tuning.features import ProblemFeatures
+
+# The database "device" of runs through Triton's CPU interpreter: predictions only, never timings.
+INTERPRETER_DEVICE = "Triton interpreter (CPU)"
+
+
+def local_device_name() -> str:
+    if torch.cuda.is_available() and not interpreting():
+        return torch.cuda.get_device_name()
+    return INTERPRETER_DEVICE
+
+
+@functools.cache
+def local_environment() -> Environment:
+    name = local_device_name()
+    if name == INTERPRETER_DEVICE:
+        return Environment.detect(name)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return Environment.detect(
+        name, cuda=torch.version.cuda, compute_capability=(props.major, props.minor),
+        sm_count=props.multi_processor_count,
+    )
+
+
+def target_spec(device_name: str | None = None) -> DeviceSpec:
+    """The cost model's device: a named target, else this GPU, else the default (H100) spec."""
+    if device_name and device_name != INTERPRETER_DEVICE:
+        return spec_for(device_name)
+    return local_spec()
+
+
+def open_db(device_name: str | None = None, **options) -> TuningDB:
+    """The tuning database of ``device_name`` (default: this machine's device)."""
+    name = device_name or local_device_name()
+    env = local_environment() if name == local_device_name() else Environment.detect(name)
+    return TuningDB.open(name, env=env, **options)
+
+
+def model_for(db: TuningDB, device: DeviceSpec) -> CostModel:
+    """A cost model on the database's calibrated ceilings and fitted coefficients, where it has them."""
+    if db.calibration:
+        device = device.with_calibration(db.calibration)
+    coefficients = {op: Coefficients.from_dict(c) for op, c in (db.model_coefficients or {}).items()}
+    return CostModel(device, coefficients)
+
+
+def key_for(features: ProblemFeatures) -> str:
+    return make_key(features.op, features.dtype, features.key_features())
+
+
+def outcome_to_entry(outcome) -> DBEntry:
+    """A database entry from a ``TuneOutcome``; model-only outcomes are marked as predictions."""
+    top = [TimedConfig(t["config"], t["time_us"] if outcome.measured else None) for t in outcome.top_k]
+    return DBEntry(
+        op=outcome.features.op,
+        dtype=outcome.features.dtype,
+        features=dict(outcome.features.values),
+        best=TimedConfig(outcome.best_config.as_dict(), outcome.best_time_us if outcome.measured else None),
+        top_k=top,
+        predicted_us=outcome.predicted_us,
+        measured=outcome.measured,
+        tuner={"strategy": outcome.strategy, "trials": outcome.timed, "seconds": round(outcome.seconds, 3)},
+    )

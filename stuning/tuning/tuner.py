@@ -1,0 +1,108 @@
+"""One tuning run: features -> config space -> cost model -> search -> re-timed winner."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from stuning.tuning.cost_model import CostModel
+from stuning.tuning.device import DeviceSpec, local_spec
+from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.objective import KernelObjective
+from stuning.tuning.registry import budget_of, family
+from stuning.tuning.search import DEFAULT_STRATEGY, Budget, RecordingObjective, make_strategy
+from stuning.tuning.timing import retime_alternating
+
+TOP_K = 5  # configs kept per database entry
+RETIME_TOP = 3
+
+
+@dataclass
+class TuneOutcome:
+    features: ProblemFeatures
+    strategy: str
+    measured: bool
+    device: str
+    best_config: object
+    best_time_us: float | None
+    predicted_us: float
+    top_k: list[dict]  # {config, time_us, predicted_us}
+    timed: int  # configs timed
+    space: int  # configs in the valid space
+    seconds: float
+    failures: dict = field(default_factory=dict)  # status -> count
+
+
+def default_budget(space: int) -> Budget:
+    """About a tenth of the space, at least 8 configs and at most 64, and two minutes."""
+    return Budget(max_trials=min(64, max(8, math.ceil(0.1 * space))), max_seconds=120.0)
+
+
+def tune(
+    features: ProblemFeatures,
+    *,
+    objective=None,
+    strategy: str = DEFAULT_STRATEGY,
+    device: DeviceSpec | None = None,
+    model: CostModel | None = None,
+    budget: Budget | None = None,
+    seeds: list | None = None,
+    strategy_options: dict | None = None,
+) -> TuneOutcome:
+    """Tune one problem. ``objective``: ``config -> time_us`` (a ``KernelObjective`` on a GPU); needed
+    by every strategy but ``model``. ``seeds``: configs to try first (e.g. from an older database)."""
+    start = time.perf_counter()
+    device = device or local_spec()
+    model = model or CostModel(device)
+    fam = family(features.op)
+    space = fam.space(features, budget_of(device))
+    if not space:
+        raise ValueError(f"no valid {features.op} config for {features.key_features()} on {device.name}")
+    ranked = model.rank(features, space)
+    if seeds:
+        in_space = set(space)
+        seeded = [c for c in seeds if c in in_space]
+        preds = dict(ranked)
+        ranked = [(c, preds[c]) for c in seeded] + [cp for cp in ranked if cp[0] not in set(seeded)]
+    searcher = make_strategy(strategy, **(strategy_options or {}))
+    recorder = RecordingObjective(objective) if objective is not None else None
+    result = searcher.search(ranked, recorder, budget or default_budget(len(space)))
+
+    top = result.top_k(TOP_K)
+    if not top:
+        statuses = Counter(t.status for t in result.trials)
+        raise RuntimeError(f"every {features.op} config tried failed ({dict(statuses)})")
+    times = {t.config: t.time_us for t in top}
+    if result.measured and isinstance(objective, KernelObjective) and len(top) > 1:
+        # The final few are re-timed in turn, so drift between early and late trials cannot pick them.
+        contenders = [t.config for t in top[:RETIME_TOP]]
+        medians = retime_alternating(
+            {c: (lambda c=c: objective.run(c)) for c in contenders}, timer=objective.timer
+        )
+        times.update(medians)
+    preds = dict(ranked)
+    order = sorted(
+        top,
+        key=lambda t: (times[t.config] if result.measured else preds[t.config], repr(t.config)),
+    )
+    best = order[0].config
+    return TuneOutcome(
+        features=features,
+        strategy=strategy,
+        measured=result.measured,
+        device=device.name,
+        best_config=best,
+        best_time_us=times[best] if result.measured else None,
+        predicted_us=preds[best],
+        top_k=[
+            {"config": t.config.as_dict(), "time_us": times[t.config] if result.measured else None,
+             "predicted_us": preds[t.config]}
+            for t in order
+        ],
+        timed=result.timed,
+        space=len(space),
+        seconds=time.perf_counter() - start,
+        failures=dict(Counter(t.status for t in result.trials if not t.ok and result.measured)),
+    )

@@ -1,0 +1,86 @@
+"""Shared test setup.
+
+Without a GPU the kernels run through Triton's interpreter, which is chosen when the kernels are
+defined: ``TRITON_INTERPRET=1`` is set here, before any test module imports stuning. Tests marked
+``gpu`` are skipped without a CUDA device.
+
+Every test gets its own seed, derived from its node id (plus ``STUNING_TEST_SEED`` if set), so its
+random inputs differ from every other test's but are the same each run: a failure reproduces with
+the same command. A failing test's report shows its seed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zlib
+from pathlib import Path
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# naive.py sits beside this file; make `import naive` work however pytest was started.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pytest  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_configure(config):
+    for spec in (
+        # Triton 3.6's interpreter converts 1-element arrays to scalars, which NumPy deprecates.
+        "ignore:Conversion of an array with ndim > 0 to a scalar:DeprecationWarning",
+        "ignore:Sparse CSR tensor support is in beta state:UserWarning",
+        "ignore:Sparse invariant checks are implicitly disabled:UserWarning",
+    ):
+        config.addinivalue_line("filterwarnings", spec)
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def _seed_of(nodeid: str) -> int:
+    extra = int(os.environ.get("STUNING_TEST_SEED", "0"))
+    return (zlib.crc32(nodeid.encode()) + extra) % 2**31
+
+
+@pytest.fixture
+def seed(request) -> int:
+    s = _seed_of(request.node.nodeid)
+    request.node.stuning_seed = s
+    return s
+
+
+@pytest.fixture
+def gen(seed) -> torch.Generator:
+    """A fresh CPU generator seeded for this test."""
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+@pytest.fixture
+def device() -> str:
+    return "cuda" if HAS_CUDA else "cpu"
+
+
+@pytest.fixture
+def device_gen(seed, device) -> torch.Generator:
+    """A fresh generator on the test device (random inputs made where they are used)."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    s = getattr(item, "stuning_seed", None)
+    if s is not None and report.failed:
+        report.sections.append(("seed", f"seed {s} (from the node id; STUNING_TEST_SEED shifts it)"))

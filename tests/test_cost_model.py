@@ -1,0 +1,110 @@
+"""Sanity properties of the analytic cost models and of the fitted coefficients."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from stuning.kernels.semi24 import shared_memory_bytes
+
+from stuning.tuning.cost_model import Coefficients, CostModel, fit_coefficients
+from stuning.tuning.device import DEVICES, spec_for
+from stuning.tuning.features import semi24_features, synthetic_sddmm_features, synthetic_spmm_features
+from stuning.tuning.registry import budget_of, family
+
+H100 = spec_for("NVIDIA H100 80GB HBM3")
+
+
+def _features(op, scale=1.0, n=128, density=0.1):
+    if op == "spmm":
+        return synthetic_spmm_features(int(2048 * scale), 2048, n, density, "float16", row_cv=0.3)
+    if op == "sddmm":
+        return synthetic_sddmm_features(int(2048 * scale), 2048, n, density, "float16", row_cv=0.3)
+    return semi24_features(int(2048 * scale), 2048, n, "float16")
+
+
+def _sample(configs, k=40, seed=0):
+    return random.Random(seed).sample(configs, min(k, len(configs)))
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm", "semi24"])
+def test_more_work_never_predicted_faster(op):
+    model = CostModel(H100)
+    fam = family(op)
+    small = _features(op, n=128)
+    for config in _sample(fam.space(small, budget_of(H100))):
+        t_small = model.predict_us(small, config)
+        for bigger in (_features(op, scale=2.0, n=128), _features(op, n=512)):
+            assert model.predict_us(bigger, config) >= t_small * 0.999, (config, bigger.values)
+        if op != "semi24":
+            denser = _features(op, n=128, density=0.3)
+            assert model.predict_us(denser, config) >= t_small * 0.999
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm", "semi24"])
+def test_predictions_positive_and_ranking_sorted(op):
+    model = CostModel(H100)
+    f = _features(op)
+    ranked = model.rank(f, family(op).space(f, budget_of(H100)))
+    times = [t for _, t in ranked]
+    assert all(t > 0 for t in times)
+    assert times == sorted(times)
+
+
+def test_space_respects_the_device_budget():
+    small_smem = dataclasses.replace(H100, smem_per_sm_kb=64)
+    f = _features("semi24", n=2048)
+    big = family("semi24").space(f, budget_of(H100))
+    small = family("semi24").space(f, budget_of(small_smem))
+    assert 0 < len(small) < len(big)
+    limit = budget_of(small_smem).shared_mem_per_block
+    assert all(shared_memory_bytes(c, 2) <= limit for c in small)
+    assert any(shared_memory_bytes(c, 2) > limit for c in big)
+
+
+def test_invalid_configs_are_rejected_by_the_spaces():
+    f = synthetic_spmm_features(100, 64, 49, 0.2, "float16")
+    space = family("spmm").space(f)
+    assert space
+    assert all(49 % c.vec == 0 for c in space)  # odd N: no vector width that does not divide it
+    assert all(c.block_n <= 64 for c in space)
+    tiny = semi24_features(16, 64, 8, "float16")
+    assert all(c.block_m <= 16 and c.block_n <= 16 and c.block_k >= 64 for c in family("semi24").space(tiny))
+
+
+def test_swizzle_predicted_to_help_skewed_rows():
+    model = CostModel(H100)
+    f = synthetic_spmm_features(4096, 4096, 64, 0.05, "float16", row_cv=0.5)
+    base = family("spmm").default(f)
+    on = model.predict_us(f, dataclasses.replace(base, swizzle=True))
+    off = model.predict_us(f, dataclasses.replace(base, swizzle=False))
+    assert on < off
+
+
+def test_fit_recovers_a_known_model_and_keeps_exponents_non_negative():
+    model = CostModel(H100)
+    f = _features("spmm")
+    configs = _sample(family("spmm").space(f), k=200, seed=1)
+    truth = Coefficients((0.4, 0.8, 1.5, 0.5))
+    rng = random.Random(3)
+    samples = [(f, c, truth.predict_us(model.terms(f, c)) * (1 + 0.02 * rng.random())) for c in configs]
+    fitted = model.fit("spmm", samples)
+    assert fitted.fitted_on == len(samples)
+    assert all(v >= 0 for v in fitted.c[1:])
+    errs = [abs(model.predict_us(f, c) / t - 1) for f, c, t in samples]
+    assert sorted(errs)[len(errs) // 2] < 0.1  # median error under 10%
+
+
+def test_fit_with_too_few_trials_keeps_the_prior():
+    assert fit_coefficients([], []).c == Coefficients().c
+
+
+def test_every_listed_device_resolves():
+    for name in DEVICES:
+        assert spec_for(name).name == name
+    for alias in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H200", "NVIDIA A100-SXM4-80GB",
+                  "NVIDIA L4", "Tesla T4", "NVIDIA GeForce RTX 4090"):
+        spec_for(alias)
+    with pytest.raises(ValueError, match="unknown device"):
+        spec_for("Voodoo 3dfx")

@@ -1,0 +1,461 @@
+"""The tuning database (stuning.db): file format, merges, concurrency, search path, lookup, misses."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stuning.db import (
+    SCHEMA_VERSION,
+    CorruptDatabaseError,
+    DBEntry,
+    Environment,
+    StaleEntriesWarning,
+    TimedConfig,
+    TuningDB,
+    db_file_name,
+    device_slug,
+    load_document,
+    load_misses,
+    make_key,
+    merge_entries,
+    merge_files,
+    paths,
+    prune_stale,
+    tuning_db,
+)
+
+DEVICE = "NVIDIA H100 80GB HBM3"
+ENV = Environment(DEVICE, triton="3.2.0", torch="2.5.1", cuda="12.4", stuning="0.1.0",
+                  compute_capability=(9, 0), sm_count=132)
+HELPER = Path(__file__).resolve().parent / "db_writer_proc.py"
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    """Every test gets its own cache and shipped directories and no override, and may warn afresh."""
+    monkeypatch.delenv(paths.ENV_DB_DIR, raising=False)
+    monkeypatch.setattr(paths, "user_cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(paths, "shipped_dir", lambda: tmp_path / "shipped")
+    monkeypatch.setattr(tuning_db, "_stale_warned", False)
+
+
+def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=None, measured=True,
+          env=None, top_k=(), updated="2025-01-01T00:00:00+00:00", predicted_us=None) -> DBEntry:
+    config = {"BLOCK_M": 32} if config is None else config
+    return DBEntry(
+        op=op, dtype=dtype, features=features if features is not None else {"m": 4096, "k": 4096, "n": 128},
+        best=TimedConfig(config, time_us if measured else None),
+        top_k=[TimedConfig(c, t if measured else None) for c, t in top_k],
+        predicted_us=predicted_us, measured=measured,
+        env=(env or ENV).entry_env(), updated=updated,
+    )
+
+
+def open_db(directory, env=ENV, **kw) -> TuningDB:
+    return TuningDB.open(DEVICE, search_path=[directory], env=env, **kw)
+
+
+def write_db(directory: Path, entries: dict, env=ENV) -> Path:
+    db = open_db(directory, env, write_dir=directory)
+    for key, e in entries.items():
+        db.put(e, key)
+    return db.save()
+
+
+# -- keys and entries ------------------------------------------------------------------------------
+
+def test_make_key_is_sorted_compact_and_stable():
+    key = make_key("spmm", "float16", {"n": 128, "m": 4096, "k": 4096.0, "density": 0.1, "cv": 0.4})
+    assert key == "spmm|float16|cv=0.4|density=0.1|k=4096|m=4096|n=128"
+    assert make_key("spmm", "torch.float16", {"density": 1 / 3}) == "spmm|float16|density=0.333333"
+    assert make_key("sddmm", "bfloat16", {}) == "sddmm|bfloat16"
+    for bad in ({"a|b": 1}, {"a": float("nan")}, {"a": True}):
+        with pytest.raises(ValueError):
+            make_key("spmm", "float16", bad)
+
+
+def test_device_slug_names_the_file():
+    assert db_file_name("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3.json"
+    assert device_slug("  NVIDIA GeForce RTX 4090 ") == "nvidia-geforce-rtx-4090"
+
+
+def test_entry_json_round_trip_and_validation():
+    e = entry(7.5, top_k=[({"BLOCK_M": 32}, 7.5), ({"BLOCK_M": 64}, 9.0)], predicted_us=8.0)
+    assert DBEntry.from_json(json.loads(json.dumps(e.to_json()))) == e
+    predicted = entry(measured=False, predicted_us=3.0)
+    assert DBEntry.from_json(predicted.to_json()) == predicted
+    bad = e.to_json() | {"measured": False}  # a measured time on an entry labelled predicted
+    with pytest.raises(ValueError, match="time_us must be null"):
+        DBEntry.from_json(bad)
+    with pytest.raises(ValueError, match="unknown field"):
+        DBEntry.from_json(e.to_json() | {"extra": 1})
+
+
+# -- round trip ------------------------------------------------------------------------------------
+
+def test_round_trip_writes_sorted_json_with_header(tmp_path):
+    entries = {
+        make_key("spmm", "float16", {"m": 4096}): entry(12.0, top_k=[({"BLOCK_M": 64}, 13.0)]),
+        make_key("sddmm", "float32", {"m": 512}): entry(op="sddmm", dtype="float32", measured=False,
+                                                       config={"BLOCK_N": 64}, predicted_us=4.0),
+    }
+    written = open_db(tmp_path)
+    for key, e in entries.items():
+        written.put(e, key)
+    path = written.save()
+    assert path == tmp_path / "nvidia-h100-80gb-hbm3.json"
+    text = path.read_text()
+    doc = json.loads(text)
+    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert doc["device"] == {"name": DEVICE, "compute_capability": [9, 0], "sm_count": 132}
+    assert doc["versions"] == {"triton": "3.2.0", "torch": "2.5.1", "cuda": "12.4", "stuning": "0.1.0"}
+    assert "median" in doc["objective"]
+    assert doc["parameter_keys"] == {"sddmm": ["BLOCK_N"], "spmm": ["BLOCK_M"]}
+    assert doc["calibration"] == {} and doc["model_coefficients"] == {}
+    reopened = open_db(tmp_path)
+    assert reopened.entries() == written.entries()
+    assert reopened.files == [path]
+    for key, e in entries.items():
+        got = reopened.get(key)
+        assert (got.best, got.features, got.measured, got.env) == (e.best, e.features, e.measured, e.env)
+    # A measured entry's top_k always holds its best, fastest first.
+    spmm = reopened.get(make_key("spmm", "float16", {"m": 4096}))
+    assert [(t.config["BLOCK_M"], t.time_us) for t in spmm.top_k] == [(32, 12.0), (64, 13.0)]
+
+
+def test_header_sections_are_saved_and_merged(tmp_path):
+    db = open_db(tmp_path)
+    db.update_calibration({"dram_gbs": 3000.0})
+    db.update_model_coefficients({"spmm": [1.0, 2.0]})
+    db.save()
+    other = open_db(tmp_path)
+    other.update_calibration({"fp32_tflops": 60.0})
+    other.save()
+    doc = load_document(tmp_path / db_file_name(DEVICE))
+    assert doc["calibration"] == {"dram_gbs": 3000.0, "fp32_tflops": 60.0}
+    assert open_db(tmp_path).model_coefficients == {"spmm": [1.0, 2.0]}
+
+
+# -- merge semantics -------------------------------------------------------------------------------
+
+def test_measured_beats_predicted_and_lower_time_wins():
+    measured, predicted = entry(50.0), entry(measured=False, predicted_us=1.0)
+    assert merge_entries(measured, predicted) == measured == merge_entries(predicted, measured)
+    fast = entry(5.0, {"BLOCK_M": 16}, top_k=[({"BLOCK_M": 16}, 5.0), ({"BLOCK_M": 128}, 6.0)])
+    slow = entry(8.0, {"BLOCK_M": 64}, top_k=[({"BLOCK_M": 64}, 8.0), ({"BLOCK_M": 128}, 5.5)])
+    merged = merge_entries(slow, fast)
+    assert merged == merge_entries(fast, slow)
+    assert merged.best == TimedConfig({"BLOCK_M": 16}, 5.0)
+    # Union of the top-k lists, one per config at its lowest time, fastest first.
+    assert [(t.config["BLOCK_M"], t.time_us) for t in merged.top_k] == [(16, 5.0), (128, 5.5), (64, 8.0)]
+
+
+def test_top_k_is_capped_and_ties_are_deterministic():
+    a = entry(1.0, {"c": 0}, top_k=[({"c": i}, 1.0) for i in range(4)])
+    b = entry(1.0, {"c": 9}, top_k=[({"c": i}, 1.0) for i in range(5, 9)])
+    merged = merge_entries(a, b)
+    assert merged == merge_entries(b, a)
+    assert len(merged.top_k) == 5
+    assert [t.config["c"] for t in merged.top_k] == [0, 1, 2, 3, 5]  # equal times: ordered by config
+
+
+def test_entries_from_another_environment_yield_to_the_newer():
+    old = entry(1.0, env=Environment(DEVICE, triton="2.0.0"), updated="2024-01-01T00:00:00+00:00")
+    new = entry(9.0, updated="2025-01-01T00:00:00+00:00")
+    assert merge_entries(old, new) == new == merge_entries(new, old)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0]), st.integers(0, 3), st.booleans()),
+                min_size=2, max_size=5))
+def test_merge_is_order_independent(specs):
+    entries = [entry(t, {"c": c}, measured=m, top_k=[({"c": c + 1}, t + 1)]) for t, c, m in specs]
+    forward, backward = entries[0], entries[-1]
+    for e in entries[1:]:
+        forward = merge_entries(forward, e)
+    for e in reversed(entries[:-1]):
+        backward = merge_entries(backward, e)
+    assert forward == backward
+    assert merge_entries(forward, forward) == forward
+
+
+def test_save_merges_with_what_another_process_wrote(tmp_path):
+    key = "spmm|float16|m=1"
+    first, second = open_db(tmp_path), open_db(tmp_path)
+    first.put(entry(5.0, {"BLOCK_M": 16}), key)
+    first.put(entry(1.0), "spmm|float16|only-first")
+    first.save()
+    second.put(entry(9.0, {"BLOCK_M": 64}), key)
+    second.put(entry(measured=False, predicted_us=2.0), "spmm|float16|only-second")
+    second.save()
+    assert second.get(key).best.time_us == 5.0  # the saver's view picks up the better entry on disk
+    on_disk = open_db(tmp_path).entries()
+    assert set(on_disk) == {key, "spmm|float16|only-first", "spmm|float16|only-second"}
+    assert on_disk[key].best == TimedConfig({"BLOCK_M": 16}, 5.0)
+    assert [t.time_us for t in on_disk[key].top_k] == [5.0, 9.0]
+    # A predicted result never replaces a measured one.
+    third = open_db(tmp_path)
+    third.put(entry(measured=False, predicted_us=0.1), key)
+    third.save()
+    assert open_db(tmp_path).get(key).measured
+
+
+@pytest.mark.parametrize("writers", [2, 4])
+def test_concurrent_writer_processes_lose_nothing(tmp_path, writers):
+    n_keys = 50
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HELPER), "write", str(tmp_path), str(w), str(n_keys), str(writers)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for w in range(writers)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    device = "Test GPU 80GB"  # as in db_writer_proc.py
+    db = TuningDB.open(device, search_path=[tmp_path], env=Environment(device, triton="3.0.0"))
+    keys = set(db.entries())
+    assert keys == {f"spmm|float16|writer={w}|i={i}" for w in range(writers) for i in range(n_keys)} | {
+        "spmm|float16|shared"}
+    shared = db.get("spmm|float16|shared")
+    assert shared.best.time_us == 1.0 and len(shared.top_k) == writers
+    assert not list(tmp_path.glob(".*.tmp")), "a temporary file was left behind"
+
+
+def test_database_imports_without_triton_or_torch():
+    result = subprocess.run([sys.executable, str(HELPER), "check-imports"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+# -- corrupt files ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content, reason", [
+    (b"{not json", "invalid JSON"),
+    (b"\xff\xfe", "invalid JSON"),
+    (json.dumps({"schema_version": 99}).encode(), "lacks"),
+    (b'{"a": 1, "a": 2}', "duplicate key"),
+])
+def test_corrupt_file_is_reported_and_never_overwritten(tmp_path, content, reason):
+    path = tmp_path / db_file_name(DEVICE)
+    path.write_bytes(content)
+    with pytest.raises(CorruptDatabaseError, match=reason) as caught:
+        open_db(tmp_path)
+    assert str(path) in str(caught.value)
+    db = open_db(tmp_path / "elsewhere", write_dir=tmp_path)
+    db.put(entry(), "spmm|float16|m=1")
+    with pytest.raises(CorruptDatabaseError) as caught:
+        db.save()
+    assert str(path) in str(caught.value)
+    assert path.read_bytes() == content
+
+
+def test_wrong_schema_version_names_the_file(tmp_path):
+    path = write_db(tmp_path, {"k": entry()})
+    doc = json.loads(path.read_text())
+    doc["schema_version"] = SCHEMA_VERSION + 1
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    with pytest.raises(CorruptDatabaseError, match="schema_version 2 is not supported") as caught:
+        load_document(path)
+    assert caught.value.path == str(path) and isinstance(caught.value, ValueError)
+    db = open_db(tmp_path / "other", write_dir=tmp_path)
+    db.put(entry(), "k")
+    with pytest.raises(CorruptDatabaseError):
+        db.save()
+    assert path.read_bytes() == before
+
+
+# -- search path -----------------------------------------------------------------------------------
+
+def test_search_path_order_and_write_directory(tmp_path, monkeypatch):
+    override, cache, shipped = tmp_path / "override", tmp_path / "cache", tmp_path / "shipped"
+    for directory, time_us in ((override, 1.0), (cache, 2.0), (shipped, 3.0)):
+        directory.mkdir()
+        write_db(directory, {"both": entry(time_us), f"only-{directory.name}": entry(time_us)})
+    monkeypatch.setenv(paths.ENV_DB_DIR, str(override))
+    assert paths.default_search_path() == [override, cache, shipped]
+    db = TuningDB.open(DEVICE, env=ENV)
+    assert db.get("both").best.time_us == 1.0
+    assert {k: db.get(k).best.time_us for k in ("only-override", "only-cache", "only-shipped")} == {
+        "only-override": 1.0, "only-cache": 2.0, "only-shipped": 3.0}
+    assert db.write_path == override / db_file_name(DEVICE)
+
+    monkeypatch.delenv(paths.ENV_DB_DIR)
+    db = TuningDB.open(DEVICE, env=ENV)
+    assert db.get("both").best.time_us == 2.0 and db.get("only-override") is None
+    assert db.write_path == cache / db_file_name(DEVICE)
+    before = (shipped / db_file_name(DEVICE)).read_bytes()
+    db.put(entry(0.5), "new")
+    assert db.save() == cache / db_file_name(DEVICE)
+    assert (shipped / db_file_name(DEVICE)).read_bytes() == before  # the shipped file is never written
+
+
+def test_cache_directory_is_created_on_first_save(tmp_path):
+    db = TuningDB.open(DEVICE, env=ENV)
+    assert db.files == [] and db.save() is None  # nothing to write: nothing created
+    assert not (tmp_path / "cache").exists()
+    db.put(entry(), "k")
+    assert db.save() == tmp_path / "cache" / db_file_name(DEVICE)
+
+
+def test_explicit_search_path_never_writes_the_shipped_directory(tmp_path):
+    shipped = paths.shipped_dir()
+    db = TuningDB.open(DEVICE, search_path=[shipped, tmp_path / "mine"], env=ENV)
+    assert db.write_path.parent == tmp_path / "mine"
+    forced = TuningDB.open(DEVICE, search_path=[shipped], env=ENV, write_dir=shipped)
+    assert forced.write_path.parent == shipped
+
+
+def test_shipped_directory_is_the_package_data(monkeypatch):
+    monkeypatch.undo()  # the real paths.shipped_dir
+    assert (paths.shipped_dir() / "__init__.py").is_file()
+    assert paths.shipped_dir().name == "tuning_db"
+
+
+# -- lookup ----------------------------------------------------------------------------------------
+
+def test_lookup_exact_then_nearest_within_the_cap(tmp_path):
+    db = open_db(tmp_path)
+    near = db.put(entry(features={"m": 4096, "k": 4096, "n": 128}), "spmm|float16|n=128")
+    db.put(entry(features={"m": 4096, "k": 4096, "n": 1024}), "spmm|float16|n=1024")
+    assert db.lookup("spmm", "float16", "spmm|float16|n=128", {}, max_distance=0.0) == (near, "exact", 0.0)
+    query = {"m": 4096, "k": 4096, "n": 100}
+    found = db.lookup("spmm", "float16", "spmm|float16|n=100", query, max_distance=1.0)
+    assert found.how == "nearest" and found.entry == near
+    assert found.distance == pytest.approx(math.log2(129 / 101))
+    missed = db.lookup("spmm", "float16", "spmm|float16|n=100", query, max_distance=0.1)
+    assert missed == (None, "miss", None)
+    # Restricting the distance to named features ignores the others.
+    found = db.lookup("spmm", "float16", "x", {"m": 4096, "n": 5}, max_distance=0.01, feature_names=["m"])
+    assert found.how == "nearest"
+
+
+def test_lookup_never_crosses_op_or_dtype(tmp_path):
+    db = open_db(tmp_path)
+    features = {"m": 4096, "k": 4096, "n": 128}
+    db.put(entry(features=features), "spmm|float16|a")
+    assert db.lookup("spmm", "bfloat16", "q", features, max_distance=100).how == "miss"
+    assert db.lookup("sddmm", "float16", "q", features, max_distance=100).how == "miss"
+    assert db.lookup("spmm", "float16", "q", features, max_distance=0).how == "nearest"
+
+
+def test_exact_lookup_takes_microseconds(tmp_path):
+    db = open_db(tmp_path)
+    for i in range(2000):
+        db.put(entry(features={"m": i}), f"spmm|float16|m={i}")
+    start, n = time.perf_counter(), 20000
+    for _ in range(n):
+        db.lookup("spmm", "float16", "spmm|float16|m=7", None, max_distance=1.0)
+    assert (time.perf_counter() - start) / n < 50e-6
+
+
+# -- stale entries ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("other", [
+    Environment(DEVICE, triton="2.3.0"),  # another Triton
+    Environment("NVIDIA A100", triton="3.2.0"),  # another device (in this device's file)
+])
+def test_stale_entries_are_seeds_not_answers(tmp_path, other):
+    features = {"m": 4096, "k": 4096, "n": 128}
+    write_db(tmp_path, {"stale": entry(1.0, {"BLOCK_M": 16}, features=features, env=other)}, env=other)
+    with pytest.warns(StaleEntriesWarning, match="1 tuning-database entries"):
+        db = open_db(tmp_path)
+    assert db.get("stale") is None and "stale" in db.stale_entries()
+    assert db.lookup("spmm", "float16", "stale", features, max_distance=10).how == "miss"
+    db.put(entry(5.0, {"BLOCK_M": 64}, features={"m": 64, "k": 64, "n": 8}), "current")
+    seeds = db.seeds("spmm", "float16", features, k=5)
+    assert [s.config for s in seeds] == [{"BLOCK_M": 16}, {"BLOCK_M": 64}]  # nearest first
+    assert db.lookup("spmm", "float16", "stale", features, max_distance=100).entry.config == {"BLOCK_M": 64}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second warning would raise here
+        open_db(tmp_path)
+
+
+def test_current_entry_in_a_later_directory_beats_a_stale_one(tmp_path):
+    old = Environment(DEVICE, triton="2.0.0")
+    write_db(tmp_path / "first", {"k": entry(1.0, env=old)}, env=old)
+    write_db(tmp_path / "second", {"k": entry(9.0)})
+    db = TuningDB.open(DEVICE, search_path=[tmp_path / "first", tmp_path / "second"], env=ENV)
+    assert db.get("k").best.time_us == 9.0  # and no warning: nothing that could answer was demoted
+
+
+def test_retuning_replaces_a_stale_entry_on_disk(tmp_path):
+    old = Environment(DEVICE, triton="2.0.0")
+    write_db(tmp_path, {"k": entry(1.0, env=old, updated="2024-01-01T00:00:00+00:00")}, env=old)
+    with pytest.warns(StaleEntriesWarning):
+        db = open_db(tmp_path)
+    db.put(entry(9.0, updated="2025-06-01T00:00:00+00:00"), "k")
+    db.save()
+    assert open_db(tmp_path).get("k").best.time_us == 9.0
+
+
+# -- misses ----------------------------------------------------------------------------------------
+
+def test_misses_are_counted_and_flushed_with_merge(tmp_path):
+    features = {"m": 8, "k": 8, "n": 8}
+    first, second = open_db(tmp_path), open_db(tmp_path)
+    for _ in range(3):
+        first.lookup("spmm", "float16", "spmm|float16|a", features, max_distance=0)
+    first.lookup("spmm", "float16", "spmm|float16|b", features, max_distance=0)
+    assert first.misses() == {
+        "spmm|float16|a": {"count": 3, "op": "spmm", "dtype": "float16", "features": features},
+        "spmm|float16|b": {"count": 1, "op": "spmm", "dtype": "float16", "features": features},
+    }
+    first.flush_misses()
+    assert first.misses() == {}
+    second.lookup("spmm", "float16", "spmm|float16|b", features, max_distance=0)
+    second.lookup("spmm", "float16", "spmm|float16|b", features, max_distance=0)
+    flushed = second.flush_misses()
+    assert {k: m["count"] for k, m in flushed.items()} == {"spmm|float16|a": 3, "spmm|float16|b": 3}
+    path = tmp_path / "misses-nvidia-h100-80gb-hbm3.json"
+    assert list(load_misses(path)) == ["spmm|float16|a", "spmm|float16|b"]
+    assert open_db(tmp_path).load_misses() == load_misses(path)
+    path.write_text("[]")
+    second.lookup("spmm", "float16", "c", features, max_distance=0)
+    with pytest.raises(CorruptDatabaseError):
+        second.flush_misses()
+    assert path.read_text() == "[]" and second.misses()["c"]["count"] == 1
+
+
+# -- file tools ------------------------------------------------------------------------------------
+
+def test_merge_files_prune_stale_and_export(tmp_path):
+    old = Environment(DEVICE, triton="2.0.0")
+    a = write_db(tmp_path / "a", {"shared": entry(5.0, {"c": 1}), "a": entry(1.0)})
+    b = write_db(tmp_path / "b", {
+        "shared": entry(3.0, {"c": 2}), "b": entry(measured=False, predicted_us=2.0), "old": entry(env=old),
+    })
+    out = tmp_path / "merged.json"
+    merged = merge_files([a, b], out)
+    assert set(merged["entries"]) == {"shared", "a", "b", "old"}
+    assert merged["entries"]["shared"]["best"] == {"config": {"c": 2}, "time_us": 3.0}
+    assert load_document(out) == merged
+    assert prune_stale(out, keep_env=ENV) == 1
+    assert set(load_document(out)["entries"]) == {"shared", "a", "b"}
+
+    other_device = tmp_path / "x" / db_file_name("NVIDIA A100")
+    other_device.parent.mkdir()
+    a100 = Environment("NVIDIA A100", triton="3.2.0")
+    db = TuningDB.open("NVIDIA A100", search_path=[other_device.parent], env=a100)
+    db.put(entry(env=a100), "k")
+    db.save()
+    with pytest.raises(ValueError, match="different devices"):
+        merge_files([a, other_device], tmp_path / "bad.json")
+
+    with pytest.warns(StaleEntriesWarning):
+        db = open_db(tmp_path / "b")
+    exported = tmp_path / "export.json"
+    assert db.export(exported, measured_only=True) == 1
+    assert set(load_document(exported)["entries"]) == {"shared"}

@@ -1,0 +1,245 @@
+"""The kernels at realistic sizes on a CUDA GPU (skipped without one).
+
+Every dtype x a deterministic sample of each kernel's config space (plus the default heuristic),
+against a float64 reference computed on the GPU, with the same tolerances as the CPU tests. Also
+checks that only a change of dtype or config compiles a kernel again, not a change of sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from naive import (
+    DTYPE_NAMES,
+    TOL,
+    assert_close,
+    config_id,
+    randn,
+    random_24,
+    random_sparse,
+    sample_configs,
+    sddmm_ref,
+    semi24_ref,
+    skewed_sparse,
+    spmm_ref,
+)
+from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.kernels import spmm as spmm_kernel
+
+import stuning
+from stuning import CSRMatrix, Semi24Matrix
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPE_TOL_24 = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in (torch.float16, torch.bfloat16)]
+SAMPLES = 8
+
+# --------------------------------------------------------------------------------------- SpMM
+SPMM_M = SPMM_K = 4096
+SPMM_DENSITY = 0.1  # 90% unstructured sparsity
+SPMM_NNZ = round(SPMM_DENSITY * SPMM_M * SPMM_K)
+
+
+def spmm_params():
+    params = []
+    for n in (16, 128, 1024):
+        problem = spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, n, SPMM_NNZ, torch.float16)
+        for cfg in sample_configs(spmm_kernel.config_space(problem), SAMPLES, seed=100 + n) + [None]:
+            params.append(pytest.param(n, cfg, id=f"n{n}-{config_id(cfg)}"))
+    return params
+
+
+@pytest.mark.parametrize("n,config", spmm_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_uniform(device_gen, dtype, tol, n, config):
+    dense = random_sparse(SPMM_M, SPMM_K, SPMM_DENSITY, dtype, device_gen)
+    a = CSRMatrix.from_dense(dense, pad_to=4)
+    b = randn(SPMM_K, n, dtype=dtype, gen=device_gen)
+    out = torch.full((SPMM_M, n), float("nan"), dtype=dtype, device=b.device)
+    y = stuning.spmm(a, b, config=config, out=out)
+    assert y is out
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm n={n} {config}")
+
+
+SKEW_N = 128
+SKEW_CONFIGS = sample_configs(
+    spmm_kernel.config_space(spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, SKEW_N, SPMM_NNZ, torch.float16)),
+    SAMPLES,
+    seed=7,
+) + [None]
+
+
+@pytest.mark.parametrize("config", SKEW_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_skewed_rows(device_gen, dtype, tol, config):
+    dense = skewed_sparse(SPMM_M, SPMM_K, SPMM_DENSITY * SPMM_K, dtype, device_gen, cv=0.45, empty_rows=64)
+    a = CSRMatrix.from_dense(dense)
+    assert 0.3 < a.stats().cv < 0.6 and a.stats().empty >= 64
+    b = randn(SPMM_K, SKEW_N, dtype=dtype, gen=device_gen)
+    y = stuning.spmm(a, b, config=config)
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm skewed {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_transposed_b_and_torch_sparse(device_gen, dtype, tol):
+    dense = random_sparse(SPMM_M, SPMM_K, SPMM_DENSITY, dtype, device_gen)
+    x = randn(100, SPMM_K, dtype=dtype, gen=device_gen)
+    cfg = spmm_kernel.SpMMConfig(rows=4, nnz_step=16, block_n=32, vec=1, swizzle=True)
+    y = stuning.spmm(dense.to_sparse_csr(), x.t(), config=cfg)
+    assert_close(y, spmm_ref(dense, x.t()), tol)
+
+
+# -------------------------------------------------------------------------------------- SDDMM
+SDDMM_L, SDDMM_K, SDDMM_DENSITY = 1024, 64, 0.1
+SDDMM_CONFIGS = sample_configs(
+    sddmm_kernel.config_space(
+        sddmm_kernel.SDDMMProblem(SDDMM_L, SDDMM_L, SDDMM_K, round(SDDMM_DENSITY * SDDMM_L**2), torch.float16)
+    ),
+    SAMPLES,
+    seed=11,
+) + [None]
+
+
+@pytest.mark.parametrize("config", SDDMM_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sddmm_attention_shape(device_gen, dtype, tol, config):
+    # Q K^T sampled at a sparse attention pattern: mask L x L, A = Q (L x K), B = K^T (a view).
+    mask_dense = skewed_sparse(SDDMM_L, SDDMM_L, SDDMM_DENSITY * SDDMM_L, dtype, device_gen, empty_rows=8)
+    q = randn(SDDMM_L, SDDMM_K, dtype=dtype, gen=device_gen)
+    k = randn(SDDMM_L, SDDMM_K, dtype=dtype, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    out = stuning.sddmm(mask, q, k.t(), alpha=0.125, beta=1.0, config=config)
+    ref = sddmm_ref(mask_dense, q, k.t(), 0.125, 1.0)
+    rows, cols = mask.row_ids().long(), mask.col.long()
+    assert torch.equal(out.crow, mask.crow) and torch.equal(out.col, mask.col)
+    assert_close(out.values, ref[rows, cols], tol, f"sddmm {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sddmm_pruned_weight_gradient(device_gen, dtype, tol):
+    # The weight gradient of a pruned 4096 x 4096 layer: dY^T X at the weight's pattern.
+    m = k = 4096
+    n = 256
+    mask_dense = random_sparse(m, k, SPMM_DENSITY, dtype, device_gen)
+    dy = randn(n, m, dtype=dtype, gen=device_gen)
+    x = randn(n, k, dtype=dtype, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    poisoned = CSRMatrix(mask.crow, mask.col, torch.full_like(mask.values, float("nan")), mask.shape)
+    out = stuning.sddmm(poisoned, dy.t(), x)  # beta = 0: the NaN mask values are never read
+    ref = sddmm_ref(mask_dense, dy.t(), x)
+    assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], tol)
+
+
+# ---------------------------------------------------------------------------------------- 2:4
+SEMI_M = SEMI_K = 4096
+
+
+def semi24_params():
+    params = []
+    for n in (16, 2048):
+        problem = semi24_kernel.Semi24Problem(SEMI_M, SEMI_K, n, torch.float16)
+        for cfg in sample_configs(semi24_kernel.config_space(problem), SAMPLES, seed=200 + n) + [None]:
+            params.append(pytest.param(n, cfg, id=f"n{n}-{config_id(cfg)}"))
+    return params
+
+
+@pytest.mark.parametrize("n,config", semi24_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
+def test_semi24(device_gen, dtype, tol, n, config):
+    dense = random_24(SEMI_M, SEMI_K, dtype, device_gen)
+    w = Semi24Matrix.from_dense(dense)
+    x = randn(SEMI_K, n, dtype=dtype, gen=device_gen)
+    y = stuning.semi24_mm(w, x, config=config)
+    assert_close(y, semi24_ref(dense, x), tol, f"semi24 n={n} {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
+def test_semi24_pruned_odd_shape(device_gen, dtype, tol):
+    w_dense = randn(3000, 4094, dtype=dtype, gen=device_gen)
+    w = Semi24Matrix.from_dense(w_dense, prune=True, pad=True)
+    x = randn(4094, 100, dtype=dtype, gen=device_gen)
+    for cfg in (None, semi24_kernel.Semi24Config(64, 64, 128, 8, 4, 4, 3)):
+        assert_close(stuning.semi24_mm(w, x, config=cfg), semi24_ref(w.to_dense(), x), tol, str(cfg))
+
+
+# --------------------------------------------------------------------------------- recompiles
+def variant_counter(kernel):
+    """Empty a ``@triton.jit`` function's in-memory compile cache and return a function counting the
+    binaries it holds from then on (over every device). Recompiling is cheap: Triton's disk cache."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        pytest.skip("the kernel is not a compiled JITFunction (TRITON_INTERPRET is on?)")
+    for entry in caches.values():
+        entry[0].clear()  # (kernel_cache, kernel_key_cache, target, backend, binder)
+    return lambda: sum(len(entry[0]) for entry in caches.values())
+
+
+# Sizes are chosen so that the strides keep their divisibility by 16 (Triton specializes strides on
+# it): then only the sizes, which the kernels do not specialize on, change between launches.
+
+
+def test_spmm_no_recompile_on_size_change(device_gen):
+    cfg = spmm_kernel.SpMMConfig(
+        rows=2, nnz_step=16, block_n=64, vec=4, swizzle=True, num_warps=2, num_stages=1
+    )
+
+    def launch(m, k, n, dtype):
+        dense = random_sparse(m, k, 0.05, dtype, device_gen)
+        b = randn(k, n, dtype=dtype, gen=device_gen)
+        y = stuning.spmm(CSRMatrix.from_dense(dense), b, config=cfg)
+        assert_close(y, spmm_ref(dense, b), TOL[dtype])
+
+    variants = variant_counter(spmm_kernel._spmm_kernel)
+    launch(3000, 2048, 256, torch.float16)
+    assert variants() == 1
+    launch(1000, 1024, 128, torch.float16)
+    launch(517, 4096, 1024, torch.float16)
+    assert variants() == 1, "spmm compiled again when only M, K or N changed"
+    launch(1000, 1024, 128, torch.bfloat16)  # a new dtype is a new variant: the count sees it
+    assert variants() == 2
+
+
+def test_sddmm_no_recompile_on_size_change(device_gen):
+    cfg = sddmm_kernel.SDDMMConfig(nnz_block=64, block_k=32, vec=8, num_warps=4, num_stages=1)
+
+    def launch(m, n, k, dtype):
+        mask_dense = random_sparse(m, n, 0.05, dtype, device_gen)
+        a = randn(m, k, dtype=dtype, gen=device_gen)
+        b = randn(k, n, dtype=dtype, gen=device_gen)
+        mask = CSRMatrix.from_dense(mask_dense)
+        out = stuning.sddmm(mask, a, b, config=cfg)
+        ref = sddmm_ref(mask_dense, a, b)
+        assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], TOL[dtype])
+
+    variants = variant_counter(sddmm_kernel._sddmm_kernel)
+    launch(1024, 1024, 64, torch.float16)
+    assert variants() == 1
+    launch(2000, 512, 128, torch.float16)
+    launch(333, 4096, 96, torch.float16)
+    assert variants() == 1, "sddmm compiled again when only M, N, K or nnz changed"
+    launch(333, 4096, 96, torch.float32)
+    assert variants() == 2
+
+
+def test_semi24_no_recompile_on_size_change(device_gen):
+    cfg = semi24_kernel.Semi24Config(64, 64, 128, 8, 1, 4, 3)
+
+    def launch(m, k, n, config=cfg):
+        dense = random_24(m, k, torch.float16, device_gen)
+        x = randn(k, n, dtype=torch.float16, gen=device_gen)
+        y = stuning.semi24_mm(Semi24Matrix.from_dense(dense), x, config=config)
+        assert_close(y, semi24_ref(dense, x), TOL[torch.float16])
+
+    variants = variant_counter(semi24_kernel._semi24_kernel)
+    launch(4096, 4096, 128)
+    assert variants() == 1
+    launch(2048, 2048, 256)
+    launch(1024, 8192, 64)
+    assert variants() == 1, "semi24 compiled again when only M, K or N changed"
+    launch(1024, 8192, 64, dataclasses.replace(cfg, split_k=2))  # SPLIT_K is a template parameter
+    assert variants() == 2

@@ -1,0 +1,295 @@
+"""SDDMM through Triton's interpreter (or the GPU) on small shapes, against a float64 reference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from naive import (
+    DTYPE_NAMES,
+    TOL,
+    assert_close,
+    config_id,
+    randn,
+    random_sparse,
+    sample_configs,
+    sddmm_ref,
+    skewed_sparse,
+)
+from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels.sddmm import SDDMMConfig, SDDMMProblem
+
+import stuning
+from stuning import CSRMatrix
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+
+# mask M x N, A M x K, B K x N
+M, N, K, MEAN_LEN = 37, 29, 40, 8
+SPACE = sddmm_kernel.config_space(SDDMMProblem(M, N, K, M * MEAN_LEN, torch.float32))
+CONFIGS = sample_configs(SPACE, 8, seed=2) + [None]
+# K not a multiple of any BLOCK_K, nor of 2: only vec = 1 is valid.
+K_ODD = 19
+SPACE_ODD = sddmm_kernel.config_space(SDDMMProblem(M, N, K_ODD, M * MEAN_LEN, torch.float32))
+CONFIGS_ODD = sample_configs(SPACE_ODD, 3, seed=3) + [None]
+
+BASE = SDDMMConfig(nnz_block=16, block_k=16, vec=1, num_warps=1)
+
+
+def values_ref(mask: CSRMatrix, ref_dense: torch.Tensor) -> torch.Tensor:
+    """The reference at the mask's stored entries, in its order."""
+    rows, cols = mask.row_ids().long().cpu(), mask.col.long().cpu()
+    return ref_dense.cpu()[rows, cols]
+
+
+def check(out: CSRMatrix, mask: CSRMatrix, ref_dense: torch.Tensor, tol: float, what: str = ""):
+    assert isinstance(out, CSRMatrix)
+    assert out.shape == mask.shape
+    assert torch.equal(out.crow, mask.crow) and torch.equal(out.col, mask.col)
+    assert out.values.dtype == mask.values.dtype
+    assert bool(torch.isfinite(out.values.float()).all()), f"{what}: non-finite output values"
+    assert_close(out.values.cpu(), values_ref(mask, ref_dense), tol, what)
+
+
+def inputs(gen, dtype, m, n, k, *, density=0.25, mask_dense=None):
+    if mask_dense is None:
+        mask_dense = random_sparse(m, n, density, dtype, gen)
+    return mask_dense, randn(m, k, dtype=dtype, gen=gen), randn(k, n, dtype=dtype, gen=gen)
+
+
+# --------------------------------------------------------------------------------------- configs
+def test_config_space_is_valid():
+    assert SPACE and SPACE_ODD
+    assert all(K % c.vec == 0 for c in SPACE)
+    assert all(c.vec == 1 for c in SPACE_ODD)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sampled_configs(gen, device, dtype, tol, config):
+    mask_dense = skewed_sparse(M, N, MEAN_LEN, dtype, gen, empty_rows=3)
+    _, a, b = inputs(gen, dtype, M, N, K, mask_dense=mask_dense)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), config=config)
+    check(out, mask, sddmm_ref(mask_dense, a, b), tol, f"sddmm {config}")
+
+
+@pytest.mark.parametrize("config", CONFIGS_ODD, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_k_not_multiple_of_block_k(gen, device, dtype, tol, config):
+    mask_dense, a, b = inputs(gen, dtype, M, N, K_ODD)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=0.75, beta=1.5, config=config)
+    check(out, mask, sddmm_ref(mask_dense, a, b, 0.75, 1.5), tol, f"sddmm {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 13, 7), (21, 1, 5), (17, 29, 1), (70, 50, 33), (3, 5, 130)],
+    ids=lambda s: "x".join(map(str, s)),
+)
+def test_odd_shapes(gen, device, dtype, tol, shape):
+    m, n, k = shape
+    mask_dense, a, b = inputs(gen, dtype, m, n, k, density=0.4)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    check(stuning.sddmm(mask, a.to(device), b.to(device)), mask, sddmm_ref(mask_dense, a, b), tol, str(shape))
+
+
+def test_reference_matches_torch_sampled_addmm(gen):
+    mask_dense, a, b = inputs(gen, torch.float64, 12, 9, 7, density=0.4)
+    mask_dense[3] = 0
+    for alpha, beta in ((1.0, 0.0), (0.5, -2.0), (0.0, 1.0)):
+        expect = torch.sparse.sampled_addmm(mask_dense.to_sparse_csr(), a, b, alpha=alpha, beta=beta)
+        assert torch.allclose(sddmm_ref(mask_dense, a, b, alpha, beta), expect.to_dense())
+
+
+# ----------------------------------------------------------------------------------- edge cases
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_matches_torch_sampled_addmm(gen, device, dtype, tol):
+    mask_dense, a, b = inputs(gen, dtype, 20, 24, 16)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=2.0, beta=0.5, config=BASE)
+    expect = torch.sparse.sampled_addmm(
+        mask_dense.double().to_sparse_csr(), a.double(), b.double(), alpha=2.0, beta=0.5
+    )
+    assert_close(out.to_dense().cpu(), expect.to_dense(), tol)
+
+
+@pytest.mark.parametrize(
+    "alpha,beta", [(1.0, 0.0), (0.5, -2.0), (-3.0, 1.0), (0.0, 1.0), (0.0, 0.0), (1.0, 1e-3)]
+)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_alpha_beta(gen, device, dtype, tol, alpha, beta):
+    mask_dense, a, b = inputs(gen, dtype, 23, 19, 24)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=alpha, beta=beta, config=BASE)
+    check(out, mask, sddmm_ref(mask_dense, a, b, alpha, beta), tol, f"alpha {alpha} beta {beta}")
+    if alpha == 0.0:
+        assert torch.equal(out.values.cpu(), (beta * mask.values.cpu().double()).to(dtype))
+
+
+@pytest.mark.parametrize("config", [BASE, None], ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_beta_zero_does_not_read_mask_values(gen, device, dtype, tol, config):
+    mask_dense, a, b = inputs(gen, dtype, 25, 21, 16)
+    pattern = mask_dense != 0
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    poisoned = CSRMatrix(mask.crow, mask.col, torch.full_like(mask.values, float("nan")), mask.shape)
+    out = stuning.sddmm(poisoned, a.to(device), b.to(device), alpha=1.5, beta=0.0, config=config)
+    assert bool(torch.isfinite(out.values.float()).all())
+    check(out, mask, sddmm_ref(mask_dense, a, b, 1.5, 0.0, pattern=pattern), tol)
+
+
+def test_explicit_zeros_are_part_of_the_pattern(gen, device):
+    # A stored zero of the mask is sampled, as torch.sparse.sampled_addmm does.
+    crow = torch.tensor([0, 2, 2, 5], dtype=torch.int32)
+    col = torch.tensor([1, 3, 0, 2, 3], dtype=torch.int32)
+    vals = torch.tensor([0.0, 2.0, 0.0, 0.0, -1.0])
+    mask = CSRMatrix(crow, col, vals, (3, 4)).to(device)
+    a, b = randn(3, 16, dtype=torch.float32, gen=gen), randn(16, 4, dtype=torch.float32, gen=gen)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), beta=1.0, config=BASE)
+    expect = torch.sparse.sampled_addmm(
+        torch.sparse_csr_tensor(crow.long(), col.long(), vals.double(), (3, 4)),
+        a.double(),
+        b.double(),
+        beta=1.0,
+    )
+    assert_close(out.values.cpu(), expect.values(), TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_empty_rows(gen, device, dtype, tol):
+    mask_dense = skewed_sparse(40, 30, 5, dtype, gen, empty_rows=15)
+    _, a, b = inputs(gen, dtype, 40, 30, 20, mask_dense=mask_dense)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), beta=1.0, config=BASE)
+    check(out, mask, sddmm_ref(mask_dense, a, b, 1.0, 1.0), tol)
+
+
+def test_all_zero_mask(gen, device):
+    mask = CSRMatrix.from_dense(torch.zeros(7, 9, device=device))
+    out = stuning.sddmm(mask, torch.randn(7, 5, device=device), torch.randn(5, 9, device=device))
+    assert out.nnz == 0 and out.shape == (7, 9)
+    assert torch.equal(out.to_dense(), torch.zeros(7, 9, device=device))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 30, 16), (30, 1, 16), (9, 11, 1), (0, 4, 3), (4, 0, 3), (6, 5, 0)],
+    ids=lambda s: "x".join(map(str, s)),
+)
+def test_small_and_empty_dimensions(gen, device, shape):
+    m, n, k = shape
+    mask_dense, a, b = inputs(gen, torch.float32, m, n, k, density=0.5)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), beta=2.0, config=BASE)
+    assert out.shape == (m, n)
+    check(out, mask, sddmm_ref(mask_dense, a, b, 1.0, 2.0), TOL[torch.float32], str(shape))
+
+
+@pytest.mark.parametrize("which", ["a", "b", "both"])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_noncontiguous_inputs(gen, device, dtype, tol, which):
+    mask_dense, a, b = inputs(gen, dtype, 26, 22, 32)
+    a_in = a.t().contiguous().t() if which in ("a", "both") else a
+    b_in = b.t().contiguous().t() if which in ("b", "both") else b  # the usual dY @ X^T
+    assert not (a_in.is_contiguous() and b_in.is_contiguous())
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    for cfg in (dataclasses.replace(BASE, vec=4), None):
+        out = stuning.sddmm(mask, a_in.to(device), b_in.to(device), config=cfg)
+        check(out, mask, sddmm_ref(mask_dense, a, b), tol, f"{which} {cfg}")
+
+
+@pytest.mark.parametrize("layout", ["csr", "coo"])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_torch_sparse_mask(gen, device, dtype, tol, layout):
+    mask_dense, a, b = inputs(gen, dtype, 18, 27, 24)
+    d = mask_dense.to(device)
+    sparse = d.to_sparse_csr() if layout == "csr" else d.to_sparse()
+    out = stuning.sddmm(sparse, a.to(device), b.to(device), alpha=2.0, beta=1.0, config=BASE)
+    check(out, CSRMatrix.from_dense(d), sddmm_ref(mask_dense, a, b, 2.0, 1.0), tol)
+
+
+def test_config_as_dict(gen, device):
+    mask_dense, a, b = inputs(gen, torch.float16, 20, 24, 48)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    cfg = {"nnz_block": 32, "block_k": 32, "vec": 8, "num_warps": 2, "num_stages": 1}
+    out = stuning.sddmm(mask, a.to(device), b.to(device), config=cfg)
+    check(out, mask, sddmm_ref(mask_dense, a, b), TOL[torch.float16])
+    again = stuning.sddmm(mask, a.to(device), b.to(device), config=SDDMMConfig(**cfg))
+    assert torch.equal(out.values, again.values)
+
+
+def test_fp16_accumulates_in_fp32(device):
+    mask = CSRMatrix.from_dense(torch.ones(1, 1, dtype=torch.float16, device=device))
+    a = torch.tensor([[200.0, 200.0, -200.0]], dtype=torch.float16, device=device)
+    b = torch.full((3, 1), 300.0, dtype=torch.float16, device=device)
+    out = stuning.sddmm(mask, a, b, config=BASE)
+    assert out.values.tolist() == [60000.0]
+
+
+# ---------------------------------------------------------------------------------------- errors
+@pytest.fixture
+def mask16(device):
+    return CSRMatrix.from_dense(torch.eye(6, 5, dtype=torch.float16, device=device))
+
+
+def f16(*shape, device):
+    return torch.ones(*shape, dtype=torch.float16, device=device)
+
+
+def test_error_mask_shape(mask16, device):
+    with pytest.raises(ValueError, match="mask is 6 x 5, so A must have 6 rows and B 5 columns"):
+        stuning.sddmm(mask16, f16(5, 4, device=device), f16(4, 5, device=device))
+    with pytest.raises(ValueError, match="mask is 6 x 5"):
+        stuning.sddmm(mask16, f16(6, 4, device=device), f16(4, 6, device=device))
+
+
+def test_error_inner_dimension(mask16, device):
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        stuning.sddmm(mask16, f16(6, 4, device=device), f16(3, 5, device=device))
+
+
+def test_error_not_2d(mask16, device):
+    with pytest.raises(ValueError, match="must be 2-D"):
+        stuning.sddmm(mask16, f16(6, device=device), f16(4, 5, device=device))
+
+
+def test_error_dtype_mismatch(mask16, device):
+    with pytest.raises(TypeError, match="they must match"):
+        stuning.sddmm(mask16, f16(6, 4, device=device), torch.ones(4, 5, device=device))
+    with pytest.raises(TypeError, match="mask is torch.float32"):
+        stuning.sddmm(mask16.to(dtype=torch.float32), f16(6, 4, device=device), f16(4, 5, device=device))
+
+
+def test_error_float64(device):
+    mask = CSRMatrix.from_dense(torch.eye(6, 5, dtype=torch.float64, device=device))
+    a = torch.ones(6, 4, dtype=torch.float64, device=device)
+    with pytest.raises(TypeError, match="float64 is not supported"):
+        stuning.sddmm(mask, a, torch.ones(4, 5, dtype=torch.float64, device=device))
+
+
+def test_error_dense_mask(device):
+    with pytest.raises(TypeError, match="got a dense tensor"):
+        stuning.sddmm(f16(6, 5, device=device), f16(6, 4, device=device), f16(4, 5, device=device))
+
+
+def test_error_padded_mask(device):
+    mask = CSRMatrix.from_dense(torch.eye(6, 5, dtype=torch.float16, device=device), pad_to=4)
+    with pytest.raises(ValueError, match="mask is padded"):
+        stuning.sddmm(mask, f16(6, 4, device=device), f16(4, 5, device=device))
+
+
+@pytest.mark.parametrize("bad", [{"alpha": float("nan")}, {"beta": float("inf")}, {"alpha": -float("inf")}])
+def test_error_non_finite_scalars(mask16, device, bad):
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=f"{name} must be finite"):
+        stuning.sddmm(mask16, f16(6, 4, device=device), f16(4, 5, device=device), **bad)
+
+
+def test_error_unknown_config_field(mask16, device):
+    with pytest.raises(ValueError, match=r"unknown SDDMMConfig fields \['rows'\]"):
+        stuning.sddmm(mask16, f16(6, 4, device=device), f16(4, 5, device=device), config={"rows": 2})

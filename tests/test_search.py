@@ -1,0 +1,140 @@
+"""The contract every search strategy keeps, run on each, against replayed (synthetic) timings.
+
+The objective is a deterministic table of times over a real config space (SpMM's, for a
+Llama-sized problem) with a known optimum; no GPU is involved.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stuning.tuning.cost_model import CostModel
+from stuning.tuning.device import spec_for
+from stuning.tuning.features import synthetic_spmm_features
+from stuning.tuning.registry import budget_of, family
+from stuning.tuning.search import (
+    STRATEGIES,
+    Budget,
+    ExhaustiveSearch,
+    ModelOptunaSearch,
+    ModelSearch,
+    RecordingObjective,
+    TrialFailure,
+    make_strategy,
+)
+
+DEVICE = spec_for("h100")
+FEATURES = synthetic_spmm_features(4096, 4096, 128, 0.1, "float16", row_cv=0.4)
+
+
+@pytest.fixture(scope="module")
+def ranked():
+    space = family("spmm").space(FEATURES, budget_of(DEVICE))
+    return CostModel(DEVICE).rank(FEATURES, space)
+
+
+class ReplayedTimings:
+    """A recorded-timings stand-in: a fixed landscape over the space (the model's prediction times up
+    to 30% structured noise), its known optimum, and a few configs that 'fail to compile'."""
+
+    def __init__(self, ranked, seed: int = 7):
+        configs = [c for c, _ in ranked]
+        # Follow the model's ranking loosely, as real timings do, with deterministic noise.
+        self.table = {}
+        for c, pred in ranked:
+            noise = 1.0 + 0.3 * (((hash((c.rows, c.nnz_step, c.block_n, c.vec)) ^ seed) % 1000) / 1000.0)
+            self.table[c] = pred * noise
+        self.failing = {configs[i] for i in range(1, len(configs), 97)}
+        self.optimum = min((c for c in configs if c not in self.failing), key=self.table.__getitem__)
+        self.calls: dict = {}
+
+    def __call__(self, config) -> float:
+        self.calls[config] = self.calls.get(config, 0) + 1
+        if config in self.failing:
+            raise TrialFailure("compile_error", "replayed failure")
+        return self.table[config]
+
+
+def _run(name, ranked, budget):
+    timings = ReplayedTimings(ranked)
+    strategy = make_strategy(name)
+    objective = RecordingObjective(timings) if strategy.measures else None
+    return strategy, timings, strategy.search(ranked, objective, budget)
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+class TestStrategyContract:
+    def test_result_shape(self, name, ranked):
+        strategy, _, result = _run(name, ranked, Budget(max_trials=40))
+        assert result.strategy == name == strategy.name
+        assert result.measured == strategy.measures
+        assert result.best is not None
+        candidates = {c for c, _ in ranked}
+        assert all(t.config in candidates for t in result.trials)
+
+    def test_never_times_a_config_twice(self, name, ranked):
+        _, timings, _ = _run(name, ranked[:300], Budget(max_trials=60))
+        assert all(n == 1 for n in timings.calls.values())
+
+    def test_failures_recorded_never_best(self, name, ranked):
+        _, timings, result = _run(name, ranked[:300], Budget(max_trials=300))
+        failed = [t for t in result.trials if not t.ok and t.status != "predicted"]
+        if result.measured:
+            assert {t.config for t in failed} == timings.failing & {t.config for t in result.trials}
+        assert result.best.config not in timings.failing or not result.measured
+
+    def test_deterministic(self, name, ranked):
+        a = _run(name, ranked[:200], Budget(max_trials=30))[2]
+        b = _run(name, ranked[:200], Budget(max_trials=30))[2]
+        assert [t.config for t in a.trials] == [t.config for t in b.trials]
+        assert a.best.config == b.best.config
+
+
+@pytest.mark.parametrize("name", ["model+optuna"])
+def test_trial_budget_respected(name, ranked):
+    _, timings, result = _run(name, ranked, Budget(max_trials=25))
+    assert len(timings.calls) <= 25
+    assert result.timed <= 25
+
+
+def test_exhaustive_finds_the_known_optimum(ranked):
+    sub = ranked[:400]
+    timings = ReplayedTimings(sub)
+    result = ExhaustiveSearch().search(sub, RecordingObjective(timings), Budget(max_trials=5))
+    assert result.best.config == timings.optimum  # the oracle ignores trial budgets
+    assert len(timings.calls) == len(sub)
+
+
+def test_model_only_times_nothing(ranked):
+    result = ModelSearch(top_k=3).search(ranked, None, Budget())
+    assert not result.measured and result.timed == 0
+    assert [t.config for t in result.trials] == [c for c, _ in ranked[:3]]
+    assert all(t.time_us is None and t.predicted_us is not None for t in result.trials)
+
+
+def test_model_optuna_near_oracle_at_a_fraction_of_its_cost(ranked):
+    timings = ReplayedTimings(ranked)
+    oracle = min(v for c, v in timings.table.items() if c not in timings.failing)
+    budget = Budget(max_trials=math.ceil(0.05 * len(ranked)))
+    result = ModelOptunaSearch().search(ranked, RecordingObjective(timings), budget)
+    assert len(timings.calls) <= 0.15 * len(ranked)
+    assert oracle / result.best.time_us >= 0.95
+
+
+def test_model_optuna_enqueues_model_top_k_first(ranked):
+    timings = ReplayedTimings(ranked)
+    result = ModelOptunaSearch(top_k=6).search(ranked, RecordingObjective(timings), Budget(max_trials=20))
+    assert [t.config for t in result.trials[:6]] == [c for c, _ in ranked[:6]]
+
+
+def test_measuring_strategies_need_an_objective(ranked):
+    for cls in (ExhaustiveSearch, ModelOptunaSearch):
+        with pytest.raises(ValueError, match="objective"):
+            cls().search(ranked, None, Budget())
+
+
+def test_unknown_strategy():
+    with pytest.raises(ValueError, match="unknown strategy"):
+        make_strategy("annealing")

@@ -1,0 +1,225 @@
+"""2:4 SpMM through Triton's interpreter (or the GPU) on small shapes, against a float64 reference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from naive import DTYPE_NAMES, TOL, assert_close, config_id, randn, random_24, sample_configs, semi24_ref
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.kernels.semi24 import Semi24Config, Semi24Problem
+
+import stuning
+from stuning import Semi24Matrix
+
+DTYPES = [torch.float16, torch.bfloat16]
+DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+
+# M not a multiple of 16/32/64, K = 264 not a multiple of any BLOCK_K (and room for split-K).
+M, K, N = 40, 264, 24
+SPACE = semi24_kernel.config_space(Semi24Problem(M, K, N, torch.float16))
+CONFIGS = sample_configs(SPACE, 6, seed=3) + [None]
+
+BASE = Semi24Config(block_m=16, block_n=16, block_k=64, group_m=1, split_k=1, num_warps=2, num_stages=2)
+
+
+def run(dense, x, config=None, device="cpu", *, pad=False):
+    w = Semi24Matrix.from_dense(dense.to(device), pad=pad)
+    y = stuning.semi24_mm(w, x.to(device), config=config)
+    assert y.shape == (dense.shape[0], x.shape[1]) and y.dtype == x.dtype
+    return y
+
+
+# --------------------------------------------------------------------------------------- configs
+def test_config_space_is_valid():
+    assert SPACE
+    for cfg in SPACE:
+        assert cfg.block_k >= 64 and cfg.block_m >= 16 and cfg.block_n >= 16  # tl.dot tiles >= 16
+        assert cfg.split_k == 1 or cfg.split_k * cfg.block_k <= K
+    assert any(c.split_k > 1 for c in SPACE)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sampled_configs(gen, device, dtype, tol, config):
+    dense = random_24(M, K, dtype, gen)
+    x = randn(K, N, dtype=dtype, gen=gen)
+    assert_close(run(dense, x, config, device), semi24_ref(dense, x), tol, f"semi24 {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 64, 7), (33, 4, 5), (17, 96, 1), (70, 132, 40), (5, 300, 3)],
+    ids=lambda s: "x".join(map(str, s)),
+)
+def test_odd_shapes(gen, device, dtype, tol, shape):
+    m, k, n = shape
+    dense = random_24(m, k, dtype, gen, partial=True)
+    x = randn(k, n, dtype=dtype, gen=gen)
+    assert_close(run(dense, x, None, device), semi24_ref(dense, x), tol, str(shape))
+
+
+# ----------------------------------------------------------------------------------- edge cases
+@pytest.mark.parametrize(
+    "config",
+    [
+        dataclasses.replace(BASE, split_k=2),
+        dataclasses.replace(BASE, split_k=4),  # 5 K tiles over 4 splits: uneven
+        dataclasses.replace(BASE, split_k=8, block_k=128),  # more splits than K tiles: clamped to 3
+        dataclasses.replace(BASE, split_k=2, block_m=32, block_n=32, block_k=256, group_m=8),
+    ],
+    ids=config_id,
+)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_split_k(gen, device, dtype, tol, config):
+    dense = random_24(M, K, dtype, gen)
+    x = randn(K, N, dtype=dtype, gen=gen)
+    assert_close(run(dense, x, config, device), semi24_ref(dense, x), tol)
+
+
+@pytest.mark.parametrize("k", [70, 66, 3, 129])
+@pytest.mark.parametrize("split_k", [1, 2])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_k_not_multiple_of_4_padded(gen, device, dtype, tol, k, split_k):
+    dense = random_24(20, (k + 3) // 4 * 4, dtype, gen)[:, :k].contiguous()
+    x = randn(k, 18, dtype=dtype, gen=gen)
+    w = Semi24Matrix.from_dense(dense.to(device), pad=True)
+    y = stuning.semi24_mm(w, x.to(device), config=dataclasses.replace(BASE, split_k=split_k))
+    assert_close(y, semi24_ref(dense, x), tol)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dataclasses.replace(BASE, block_m=16, block_n=16, group_m=8),  # 13 x 6 tiles: groups of 8 and 5
+        dataclasses.replace(BASE, block_m=32, block_n=16, group_m=8),  # 7 x 6 tiles: one partial group
+        dataclasses.replace(BASE, block_m=64, block_n=32, block_k=128, group_m=1),
+    ],
+    ids=config_id,
+)
+def test_grouped_ordering_many_tiles(gen, device, config):
+    # M = 200 and N = 90 leave partial tiles on both edges, and the tile counts share factors with
+    # GROUP_M, so a wrong program-to-tile map leaves tiles unwritten.
+    dense = random_24(200, 136, torch.float16, gen, partial=True)
+    x = randn(136, 90, dtype=torch.float16, gen=gen)
+    assert_close(run(dense, x, config, device), semi24_ref(dense, x), TOL[torch.float16])
+
+
+@pytest.mark.parametrize("n", [1, 17])
+def test_one_row_and_skinny(gen, device, n):
+    dense = random_24(1, 128, torch.bfloat16, gen)
+    x = randn(128, n, dtype=torch.bfloat16, gen=gen)
+    for cfg in (None, BASE, dataclasses.replace(BASE, split_k=2)):
+        assert_close(run(dense, x, cfg, device), semi24_ref(dense, x), TOL[torch.bfloat16], str(cfg))
+
+
+def test_all_zero_and_empty(device):
+    w = Semi24Matrix.from_dense(torch.zeros(9, 16, dtype=torch.float16, device=device))
+    x = torch.randn(16, 5, device=device).half()
+    assert torch.equal(
+        stuning.semi24_mm(w, x, config=BASE), torch.zeros(9, 5, dtype=torch.float16, device=device)
+    )
+    w0 = Semi24Matrix.from_dense(torch.zeros(4, 0, dtype=torch.float16, device=device), pad=True)
+    y = stuning.semi24_mm(w0, torch.zeros(0, 3, dtype=torch.float16, device=device))
+    assert torch.equal(y, torch.zeros(4, 3, dtype=torch.float16, device=device))
+    y = stuning.semi24_mm(w, torch.zeros(16, 0, dtype=torch.float16, device=device))
+    assert y.shape == (9, 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=RuntimeError,
+    reason="library bug: Semi24Matrix.from_dense fails on a matrix with no rows "
+    "(reshape(0, -1, 4) of an empty tensor)",
+)
+def test_no_rows(device):
+    w = Semi24Matrix.from_dense(torch.zeros(0, 16, dtype=torch.float16, device=device))
+    y = stuning.semi24_mm(w, torch.ones(16, 3, dtype=torch.float16, device=device))
+    assert y.shape == (0, 3)
+
+
+def test_noncontiguous_x(gen, device):
+    dense = random_24(30, 96, torch.float16, gen)
+    xt = randn(20, 96, dtype=torch.float16, gen=gen)
+    x = xt.to(device).t()
+    assert not x.is_contiguous()
+    for cfg in (None, BASE, dataclasses.replace(BASE, split_k=2)):
+        assert_close(run(dense, x, cfg, device), semi24_ref(dense, xt.t()), TOL[torch.float16], str(cfg))
+
+
+def test_config_as_dict(gen, device):
+    dense = random_24(20, 128, torch.float16, gen)
+    x = randn(128, 24, dtype=torch.float16, gen=gen)
+    cfg = {
+        "block_m": 32,
+        "block_n": 16,
+        "block_k": 64,
+        "group_m": 8,
+        "split_k": 2,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
+    y = run(dense, x, cfg, device)
+    assert_close(y, semi24_ref(dense, x), TOL[torch.float16])
+    assert torch.equal(y, run(dense, x, Semi24Config(**cfg), device))
+
+
+def test_pruned_weights(gen, device):
+    w_dense = randn(24, 64, dtype=torch.float16, gen=gen)
+    w = Semi24Matrix.from_dense(w_dense.to(device), prune=True)
+    x = randn(64, 16, dtype=torch.float16, gen=gen)
+    y = stuning.semi24_mm(w, x.to(device), config=BASE)
+    assert_close(y, semi24_ref(w.to_dense(), x), TOL[torch.float16])
+
+
+def test_fp16_accumulates_in_fp32(device):
+    dense = torch.zeros(16, 64, dtype=torch.float16)
+    dense[:, 0], dense[:, 4], dense[:, 8] = 200.0, 200.0, -200.0
+    x = torch.full((64, 16), 300.0, dtype=torch.float16)
+    y = run(dense, x, BASE, device)
+    assert torch.equal(y, torch.full((16, 16), 60000.0, dtype=torch.float16, device=device))
+
+
+# ---------------------------------------------------------------------------------------- errors
+@pytest.fixture
+def w16(device):
+    return Semi24Matrix.from_dense(torch.zeros(8, 32, dtype=torch.float16, device=device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_error_unsupported_dtype(device, dtype):
+    w = Semi24Matrix.from_dense(torch.zeros(8, 32, dtype=dtype, device=device))
+    with pytest.raises(TypeError, match=f"{dtype} is not supported"):
+        stuning.semi24_mm(w, torch.ones(32, 4, dtype=dtype, device=device))
+
+
+def test_error_dtype_mismatch(w16, device):
+    with pytest.raises(TypeError, match="W is torch.float16 but X is torch.bfloat16"):
+        stuning.semi24_mm(w16, torch.ones(32, 4, dtype=torch.bfloat16, device=device))
+
+
+def test_error_dense_w(device):
+    with pytest.raises(TypeError, match="W must be a Semi24Matrix, got Tensor"):
+        stuning.semi24_mm(
+            torch.zeros(8, 32, dtype=torch.float16, device=device),
+            torch.ones(32, 4, dtype=torch.float16, device=device),
+        )
+
+
+def test_error_wrong_shapes(w16, device):
+    with pytest.raises(ValueError, match="W is 8 x 32 but X has 31 rows"):
+        stuning.semi24_mm(w16, torch.ones(31, 4, dtype=torch.float16, device=device))
+    with pytest.raises(ValueError, match="must be 2-D"):
+        stuning.semi24_mm(w16, torch.ones(32, dtype=torch.float16, device=device))
+
+
+def test_error_sparse_x(w16, device):
+    with pytest.raises(TypeError, match="dense"):
+        stuning.semi24_mm(w16, torch.eye(32, dtype=torch.float16, device=device).to_sparse())
+
+
+def test_error_unknown_config_field(w16, device):
+    with pytest.raises(ValueError, match=r"unknown Semi24Config fields \['nnz_step'\]"):
+        stuning.semi24_mm(w16, torch.ones(32, 4, dtype=torch.float16, device=device), config={"nnz_step": 4})
