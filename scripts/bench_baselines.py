@@ -94,9 +94,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="case order: ops round-robin, each shuffled (seeded) or in suite order; or op by op",
     )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--pad-to", type=int, default=4, help="row padding of stuning's CSR matrices (README's choice)"
-    )
+    ap.add_argument("--pad-to", type=int, default=4, help="row padding of stuning's CSR matrices (README's choice)")
     ap.add_argument(
         "--graph-below-us",
         type=float,
@@ -148,9 +146,7 @@ def select_cases(args) -> list:
             "semi24": [suite.Semi24Case(64, 128, 16, "fp16"), suite.Semi24Case(32, 64, 20, "bf16")],
         }
         dts = _split(args.dtypes)
-        per_op = {
-            op: [c for c in cs if dts is None or c.dtype in dts] for op, cs in per_op.items() if op in ops
-        }
+        per_op = {op: [c for c in cs if dts is None or c.dtype in dts] for op, cs in per_op.items() if op in ops}
     else:
         try:
             per_op = suite.preset(
@@ -352,9 +348,7 @@ def run_spmm(case, ctx) -> tuple[dict, dict, dict]:
     from stuning.ops.spmm import problem_of
 
     dev, gen, dt = ctx["device"], ctx["gen"], case.torch_dtype
-    a_dense = random_sparse(
-        case.m, case.k, case.sparsity, skew_cv=case.skew_cv, dtype=dt, device=dev, generator=gen
-    )
+    a_dense = random_sparse(case.m, case.k, case.sparsity, skew_cv=case.skew_cv, dtype=dt, device=dev, generator=gen)
     b = random_dense(case.k, case.n, dtype=dt, device=dev, generator=gen)
     a0 = CSRMatrix.from_dense(a_dense)
     a = a0.padded(ctx["pad_to"])
@@ -579,9 +573,7 @@ def markdown_table(df, formats: dict | None = None) -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for rec in df.itertuples(index=False):
-        lines.append(
-            "| " + " | ".join(_fmt(v, formats.get(c, "")) for c, v in zip(cols, rec, strict=True)) + " |"
-        )
+        lines.append("| " + " | ".join(_fmt(v, formats.get(c, "")) for c, v in zip(cols, rec, strict=True)) + " |")
     return "\n".join(lines)
 
 
@@ -656,12 +648,8 @@ def write_summary(df, out: Path, env: dict, args, elapsed: float) -> None:
     lines += ["", "## Geomean speedups per op and dtype", ""]
     lines.append(markdown_table(geomean_table(done, ["op", "dtype"])))
     lines += ["", "## All rows", ""]
-    row_cols = (
-        "op family dtype m k n sparsity skew_cv nnz time_us host_us dense_us cusparse_us cslt_us torch24_us"
-    )
-    row_cols += (
-        " torch24_conv_us speedup_vs_dense speedup_vs_cusparse speedup_vs_cslt bytes_ratio rel_err ok timing"
-    )
+    row_cols = "op family dtype m k n sparsity skew_cv nnz time_us host_us dense_us cusparse_us cslt_us torch24_us"
+    row_cols += " torch24_conv_us speedup_vs_dense speedup_vs_cusparse speedup_vs_cslt bytes_ratio rel_err ok timing"
     cols = [c for c in row_cols.split() if c in df]
     fmts = {c: ".1f" for c in cols if c.endswith("_us")}
     fmts.update({c: ".2f" for c in cols if c.startswith("speedup")})
@@ -682,9 +670,7 @@ def write_plot(df, path: Path) -> None:
     for ax, op in zip(axes[0], ops, strict=False):
         d = df[df["op"] == op]
         # 2:4 has one sparsity (50%): its panel runs along N instead.
-        by, scale, label = (
-            ("n", 1, "N") if d["sparsity"].nunique() == 1 else ("sparsity", 100, "sparsity (%)")
-        )
+        by, scale, label = ("n", 1, "N") if d["sparsity"].nunique() == 1 else ("sparsity", 100, "sparsity (%)")
         for col in SPEEDUPS:
             if col not in d or not d[col].notna().any():
                 continue

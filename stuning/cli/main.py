@@ -6,17 +6,8 @@ import argparse
 import json
 import sys
 
-EXIT_OK = 0
-EXIT_FAILED_CHECK = 1  # the command ran, but a result was wrong
-EXIT_USAGE = 2  # bad arguments or input: nothing was run
-
-
-class CLIError(Exception):
-    """A one-line error for the user; the exit code says what kind."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE):
-        super().__init__(message)
-        self.code = code
+from stuning.cli import calibrate, db, tune
+from stuning.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -25,7 +16,7 @@ def _demo(args: argparse.Namespace) -> int:
     report = demo.run(sparsity=args.sparsity, n=args.n, seed=args.seed, quiet=args.json)
     if args.json:
         print(json.dumps(report, indent=2))
-    return EXIT_OK if report["ok"] else EXIT_FAILED_CHECK
+    return EXIT_OK if report["ok"] else EXIT_FAILED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.set_defaults(func=_demo)
+    tune.register(sub)
+    db.register(sub)
+    calibrate.register(sub)
     return parser
 
 
@@ -54,9 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as e:
         print(f"stuning {args.command}: error: {e}", file=sys.stderr)
         return e.code
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as e:
+        # CorruptDatabaseError is a ValueError: its message names the file.
         print(f"stuning {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE if not isinstance(e, RuntimeError) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -1,0 +1,130 @@
+"""``stuning db``: list, show, merge, export, prune the tuning databases and list lookup misses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stuning.cli.errors import EXIT_OK, CLIError
+from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("db", help="inspect and maintain the tuning databases")
+    dsub = p.add_subparsers(dest="db_command", required=True)
+
+    def add(name, help_text, func):
+        q = dsub.add_parser(name, help=help_text)
+        q.add_argument("--device", default=None, help="device whose database to use (default: this machine's)")
+        q.add_argument("--json", action="store_true")
+        q.set_defaults(func=func)
+        return q
+
+    add("ls", "the database files on the search path, with their entry counts", _ls)
+    q = add("show", "the entries of a device's database", _show)
+    q.add_argument("--op", default=None)
+    q = add("merge", "merge database files of one device into OUT", _merge)
+    q.add_argument("files", nargs="+", type=Path)
+    q.add_argument("--out", type=Path, required=True)
+    q = add("export", "write the device's entries (all files on the path) into one file", _export)
+    q.add_argument("out", type=Path)
+    q.add_argument("--measured-only", action="store_true", help="leave out model-only predictions")
+    add("misses", "problems looked up at run time with no entry, most frequent first", _misses)
+    q = add("prune", "drop the entries tuned on another device or Triton version from FILE", _prune)
+    q.add_argument("file", type=Path)
+
+
+def _open(args):
+    from stuning.tuning.session import open_db
+
+    return open_db(args.device)
+
+
+def _ls(args) -> int:
+    from stuning.db import db_file_name, default_search_path, load_document
+    from stuning.tuning.session import local_device_name
+
+    rows = []
+    for directory in default_search_path():
+        for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+            if path.name.startswith("misses-"):
+                continue
+            doc = load_document(path)
+            rows.append({"file": str(path), "device": doc["device"]["name"], "entries": len(doc["entries"]),
+                         "triton": doc["versions"].get("triton")})
+    if args.json:
+        print_json({"files": rows, "local_file": db_file_name(args.device or local_device_name())})
+        return EXIT_OK
+    con = console()
+    con.print(table("tuning databases (search order)", ["file", "device", "entries", "triton"],
+                    [[r["file"], r["device"], r["entries"], r["triton"]] for r in rows]))
+    if not rows:
+        con.print("no database files yet: `stuning tune` writes one")
+    return EXIT_OK
+
+
+def _show(args) -> int:
+    db = _open(args)
+    entries = {k: e for k, e in db.entries().items() if args.op is None or e.op == args.op}
+    stale = db.stale_entries()
+    if args.json:
+        print_json({"device": db.device_name, "files": [str(f) for f in db.files],
+                    "entries": {k: {**e.to_json(), "stale": k in stale} for k, e in entries.items()}})
+        return EXIT_OK
+    rows = [[k, fmt_config(e.best.config), fmt_us(e.best.time_us), fmt_us(e.predicted_us),
+             "measured" if e.measured else "predicted", "stale" if k in stale else ""]
+            for k, e in sorted(entries.items())]
+    console().print(table(f"{db.device_name}: {len(entries)} entries",
+                          ["key", "best config", "us", "predicted us", "kind", ""], rows))
+    return EXIT_OK
+
+
+def _merge(args) -> int:
+    from stuning.db import merge_files
+
+    for f in args.files:
+        if not f.is_file():
+            raise CLIError(f"no such database file: {f}")
+    doc = merge_files(args.files, args.out)
+    if args.json:
+        print_json({"out": str(args.out), "entries": len(doc["entries"])})
+    else:
+        console().print(f"merged {len(args.files)} file(s) into {args.out}: {len(doc['entries'])} entries")
+    return EXIT_OK
+
+
+def _export(args) -> int:
+    db = _open(args)
+    count = db.export(args.out, measured_only=args.measured_only)
+    if args.json:
+        print_json({"out": str(args.out), "entries": count})
+    else:
+        console().print(f"exported {count} entries of {db.device_name} to {args.out}")
+    return EXIT_OK
+
+
+def _misses(args) -> int:
+    db = _open(args)
+    misses = db.load_misses()
+    if args.json:
+        print_json({"device": db.device_name, "misses": misses})
+        return EXIT_OK
+    rows = [[k, m.get("count", 0), m.get("op", "")] for k, m in misses.items()]
+    con = console()
+    con.print(table(f"lookup misses on {db.device_name}", ["key", "count", "op"], rows))
+    if rows:
+        con.print("tune them with `stuning tune` (or `stuning pretune` for a model's weights)")
+    return EXIT_OK
+
+
+def _prune(args) -> int:
+    from stuning.db import prune_stale
+    from stuning.tuning.session import local_environment
+
+    if not args.file.is_file():
+        raise CLIError(f"no such database file: {args.file}")
+    dropped = prune_stale(args.file, keep_env=local_environment())
+    if args.json:
+        print_json({"file": str(args.file), "dropped": dropped})
+    else:
+        console().print(f"dropped {dropped} stale entries from {args.file}")
+    return EXIT_OK

@@ -1,0 +1,85 @@
+"""Problem grids from the command line: ``--op spmm --shape 4096x4096 --n 16,128 --sparsity 0.9``."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+from stuning.cli.errors import CLIError
+from stuning.suite import PRESETS, SDDMMCase, Semi24Case, SpMMCase, preset
+
+OPS = ("spmm", "sddmm", "semi24")
+DTYPES = ("fp32", "fp16", "bf16")
+
+
+def add_problem_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("problems (comma-separated lists; every combination is one problem)")
+    g.add_argument("--op", default="spmm", help=f"ops: {', '.join(OPS)} (default spmm)")
+    g.add_argument("--shape", default="4096x4096", help="sparse matrix shapes MxK (SDDMM: the mask's MxN)")
+    g.add_argument("--n", default="128", help="columns of the dense operand (tokens); SDDMM: the inner K")
+    g.add_argument("--sparsity", default="0.9", help="fractions of zeros, e.g. 0.9,0.95 (not for semi24)")
+    g.add_argument("--dtype", default="fp16", help=f"dtypes: {', '.join(DTYPES)}")
+    g.add_argument("--skew", default="0", help="coefficient of variation of row lengths, e.g. 0,0.4")
+    g.add_argument("--suite", default=None, choices=sorted(PRESETS),
+                   help="use a preset of the standard suite instead of the grid options")
+
+
+def _split(text: str, what: str, conv):
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise CLIError(f"--{what} is empty")
+    try:
+        return [conv(t) for t in items]
+    except ValueError:
+        raise CLIError(f"--{what}: cannot read {text!r}") from None
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise CLIError(f"bad shape {text!r}: write it as MxK with positive integers, e.g. 4096x4096")
+    return int(parts[0]), int(parts[1])
+
+
+def _fraction(text: str) -> float:
+    v = float(text)
+    v = v / 100 if v > 1 else v
+    if not 0 <= v < 1:
+        raise CLIError(f"sparsity {text!r} is not a fraction of zeros in [0, 1)")
+    return v
+
+
+def cases_from_args(args) -> list:
+    if args.suite:
+        ops = _split(args.op, "op", str) if args.op != "spmm" else None
+        return [c for cases in preset(args.suite, ops).values() for c in cases]
+    ops = _split(args.op, "op", str)
+    for op in ops:
+        if op not in OPS:
+            raise CLIError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    shapes = _split(args.shape, "shape", parse_shape)
+    ns = _split(args.n, "n", int)
+    if any(n <= 0 for n in ns):
+        raise CLIError("--n values must be positive")
+    sparsities = _split(args.sparsity, "sparsity", _fraction)
+    dtypes = _split(args.dtype, "dtype", str)
+    for d in dtypes:
+        if d not in DTYPES:
+            raise CLIError(f"unknown dtype {d!r}; choose from {', '.join(DTYPES)}")
+    skews = _split(args.skew, "skew", float)
+    cases = []
+    for op in ops:
+        for (m, k), n, d in itertools.product(shapes, ns, dtypes):
+            if op == "semi24":
+                if d == "fp32":
+                    continue  # the 2:4 kernel is fp16/bf16 only
+                if k % 4:
+                    raise CLIError(f"2:4 needs K to be a multiple of 4, got shape {m}x{k}")
+                cases.append(Semi24Case(m, k, n, d))
+            elif op == "spmm":
+                cases += [SpMMCase(m, k, n, s, cv, d) for s in sparsities for cv in skews]
+            else:
+                cases += [SDDMMCase(m, k, n, s, d) for s in sparsities]
+    if not cases:
+        raise CLIError("no problem matches those options (2:4 takes fp16 or bf16 only)")
+    return cases

@@ -1,0 +1,72 @@
+"""Concrete problems to tune: random inputs for a suite case, a runner per config, a reference.
+
+Runs go through the kernels' own launchers, the ones the public ops call, so what is timed is what
+users get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from stuning.formats import CSRMatrix, Semi24Matrix
+from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.kernels import spmm as spmm_kernel
+from stuning.matrices import random_semi24, random_sparse
+from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
+from stuning.tuning.features import ProblemFeatures, sddmm_features, semi24_features, spmm_features
+
+
+@dataclass
+class Problem:
+    case: object
+    features: ProblemFeatures
+    run: Callable[[object], torch.Tensor]  # config -> output (the tensor the reference checks)
+    reference: torch.Tensor
+    inputs: dict
+
+
+def build_problem(case, *, device=None, seed: int = 0) -> Problem:
+    """Random inputs shaped by ``case`` (a suite case) on ``device``, and how to run them."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dtype = case.torch_dtype
+    if isinstance(case, SpMMCase):
+        dense = random_sparse(case.m, case.k, case.sparsity, skew_cv=case.skew_cv, dtype=dtype, device=device,
+                              generator=gen)
+        a = CSRMatrix.from_dense(dense)
+        b = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
+        ref = dense.float() @ b.float()
+        order = a.row_order()
+
+        def run(c):
+            return spmm_kernel.spmm(a.crow, a.col, a.values, b, m=case.m, config=c, row_order=order)
+
+        return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b})
+    if isinstance(case, SDDMMCase):
+        mask_dense = random_sparse(case.m, case.n, case.sparsity, dtype=dtype, device=device, generator=gen)
+        mask = CSRMatrix.from_dense(mask_dense)
+        a = torch.randn(case.m, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype)
+        # B as the transpose of an (n x k) matrix: K-contiguous columns, as attention's K^T is.
+        b = torch.randn(case.n, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype).t()
+        rows, cols = mask.row_ids().long(), mask.col.long()
+        ref = (a.float() @ b.float())[rows, cols]
+        row_ids = mask.row_ids()
+
+        def run(c):
+            return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c)
+
+        return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b})
+    if isinstance(case, Semi24Case):
+        w = Semi24Matrix.from_dense(random_semi24(case.m, case.k, dtype=dtype, device=device, generator=gen))
+        x = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
+        ref = w.to_dense().float() @ x.float()
+
+        def run(c):
+            return semi24_kernel.semi24_mm(w.values, w.meta, x, k=case.k, config=c)
+
+        return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x})
+    raise TypeError(f"not a suite case: {case!r}")
