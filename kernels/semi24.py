@@ -186,13 +186,13 @@ def semi24_mm(
 # ------------------------------------------------------------------------------ config space
 # tl.dot needs every dimension >= 16 on the GPU (the interpreter would accept less), so BLOCK_K,
 # which feeds BLOCK_K / 4 to each dot, starts at 64.
-_BLOCK_MS = (16, 32, 64, 128, 256)
+_BLOCK_MS = (32, 64, 128, 256)
 _BLOCK_NS = (16, 32, 64, 128, 256)
 _BLOCK_KS = (64, 128, 256)
 _GROUP_MS = (1, 8)
 _SPLIT_KS = (1, 2, 4, 8)
-_WARPS = (2, 4, 8)
-_STAGES = (2, 3, 4, 5)
+_WARPS = (4, 8)
+_STAGES = (2, 3, 4)
 
 
 def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
@@ -217,8 +217,8 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
     ):
         if bm > m_cap or bn > n_cap or bk > k_cap:
             continue
-        if sk > 1 and sk * bk > problem.k:
-            continue  # every split must get at least one K tile
+        if sk > 1 and (sk * bk > problem.k or problem.n > 256):
+            continue  # every split needs a K tile; wide X already fills the SMs without splitting
         threads = 32 * warps
         if bm * bn // threads > 128:
             continue  # fp32 accumulator beyond 128 registers a thread spills

@@ -173,11 +173,11 @@ def spmm(
 
 # ------------------------------------------------------------------------------ config space
 _ROWS = (1, 2, 4, 8, 16)
-_NNZ_STEPS = (4, 8, 16, 32, 64)
-_BLOCK_NS = (16, 32, 64, 128, 256)
-_VECS = (1, 2, 4, 8)
-_WARPS = (1, 2, 4, 8)
-_STAGES = (1, 2, 3)
+_NNZ_STEPS = (8, 16, 32)
+_BLOCK_NS = (16, 32, 64, 128)
+_VECS = (1, 4)
+_WARPS = (2, 4, 8)
+_STAGES = (1, 2)
 # fp32 elements of the gathered (ROWS, NNZ_STEP, BLOCK_N) tile a thread may hold before it spills.
 _MAX_TILE_PER_THREAD = 128
 

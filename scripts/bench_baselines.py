@@ -2,8 +2,10 @@
 """The first benchmark table: stuning's default-config kernels against the vendor paths, same run.
 
 For every case of the suite (stuning/suite.py), on matrices from stuning/matrices.py generated on
-the GPU, this times the stuning kernel with ``config=None`` (its default heuristic) and the
-baselines a PyTorch user would reach for, and reports each as a ratio to stuning:
+the GPU, this times the stuning kernel with its default heuristic config (``--configs heuristic``,
+the untuned baseline; ``--configs auto`` passes ``config=None`` instead, which asks the tuning
+database, then the cost model, then the heuristic) and the baselines a PyTorch user would reach
+for, and reports each as a ratio to stuning:
 
 * ``dense``: cuBLAS ``torch.mm`` of the same matrix stored dense (zeros included), same dtype,
   TF32 off for fp32;
@@ -59,7 +61,7 @@ COLUMNS = (
     + [f"{b}_host_us" for b in BASELINES]
     + [f"{b}_note" for b in BASELINES]
     + ["torch24_backend", "dense_bytes", "format_bytes", "bytes_ratio", "vendor_bytes", "vendor_bytes_ratio"]
-    + ["config", "seconds", "device", "torch", "triton", "cuda", "cusparselt"]
+    + ["config", "config_source", "seconds", "device", "torch", "triton", "cuda", "cusparselt"]
 )
 # Relative Frobenius error allowed against the fp32 dense product (fp32 accumulation everywhere;
 # fp16/bf16 outputs are rounded once).
@@ -94,6 +96,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="case order: ops round-robin, each shuffled (seeded) or in suite order; or op by op",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--configs",
+        choices=("heuristic", "auto"),
+        default="heuristic",
+        help="stuning's config: the kernel's default heuristic, or config=None (database > model > heuristic)",
+    )
     ap.add_argument("--pad-to", type=int, default=4, help="row padding of stuning's CSR matrices (README's choice)")
     ap.add_argument(
         "--graph-below-us",
@@ -338,6 +346,22 @@ def _try(fn):
         return None, None, _short(e)
 
 
+def choose_config(ctx, heuristic_cfg, features_fn) -> tuple[dict, object]:
+    """({config, config_source} columns, the ``config=`` to pass). ``heuristic``: the kernel's default
+    heuristic, passed explicitly; ``auto``: ``config=None``, recording what the library picks."""
+    if ctx["configs"] == "heuristic":
+        return {"config": json.dumps(heuristic_cfg.as_dict()), "config_source": "heuristic"}, heuristic_cfg
+    try:
+        from stuning.ops.selection import SELECTOR
+        from stuning.tuning.session import key_for
+
+        features = features_fn()
+        cfg, source = SELECTOR.choose(features, key_for(features))
+        return {"config": json.dumps(cfg.as_dict()), "config_source": f"auto: {source}"}, None
+    except Exception as e:  # the selection internals moved: still time config=None, say so
+        return {"config": "", "config_source": f"auto: unknown ({_short(e, 80)})"}, None
+
+
 def run_spmm(case, ctx) -> tuple[dict, dict, dict]:
     import torch
     from stuning.kernels import spmm as spmm_kernel
@@ -346,6 +370,7 @@ def run_spmm(case, ctx) -> tuple[dict, dict, dict]:
     from stuning.formats import CSRMatrix
     from stuning.matrices import random_dense, random_sparse
     from stuning.ops.spmm import problem_of
+    from stuning.tuning.features import spmm_features
 
     dev, gen, dt = ctx["device"], ctx["gen"], case.torch_dtype
     a_dense = random_sparse(case.m, case.k, case.sparsity, skew_cv=case.skew_cv, dtype=dt, device=dev, generator=gen)
@@ -353,11 +378,11 @@ def run_spmm(case, ctx) -> tuple[dict, dict, dict]:
     a0 = CSRMatrix.from_dense(a_dense)
     a = a0.padded(ctx["pad_to"])
     ref = a_dense.float() @ b.float()
-    cfg = spmm_kernel.heuristic(problem_of(a, b))
-    stuning_fn = lambda: stuning.spmm(a, b)  # config=None: the default heuristic
+    cfg, use = choose_config(ctx, spmm_kernel.heuristic(problem_of(a, b)), lambda: spmm_features(a, case.n))
+    stuning_fn = lambda: stuning.spmm(a, b, config=use)
     info = {
         "nnz": a0.nnz,
-        "config": json.dumps(cfg.as_dict()),
+        **cfg,
         "dense_bytes": a_dense.numel() * a_dense.element_size(),
         "format_bytes": a.nbytes(),
         "vendor_bytes": a0.nbytes(),
@@ -378,6 +403,7 @@ def run_sddmm(case, ctx):
     from stuning.formats import CSRMatrix
     from stuning.matrices import random_dense, random_sparse
     from stuning.ops.sddmm import problem_of
+    from stuning.tuning.features import sddmm_features
 
     dev, gen, dt = ctx["device"], ctx["gen"], case.torch_dtype
     mask_dense = random_sparse(case.m, case.n, case.sparsity, dtype=dt, device=dev, generator=gen)
@@ -386,15 +412,17 @@ def run_sddmm(case, ctx):
     b = random_dense(case.n, case.k, dtype=dt, device=dev, generator=gen).t()  # K x N, K contiguous
     rows, cols = mask.row_ids().long(), mask.col.long()
     ref = (a.float() @ b.float())[rows, cols]
-    cfg = sddmm_kernel.heuristic(problem_of(mask, a))
+    cfg, use = choose_config(
+        ctx, sddmm_kernel.heuristic(problem_of(mask, a)), lambda: sddmm_features(mask, case.k, a.dtype)
+    )
     info = {
         "nnz": mask.nnz,
-        "config": json.dumps(cfg.as_dict()),
+        **cfg,
         "dense_bytes": case.m * case.n * mask_dense.element_size(),
         "format_bytes": mask.nbytes(),
         "vendor_bytes": mask.nbytes(),
     }
-    impls = {"stuning": lambda: stuning.sddmm(mask, a, b).values, "dense": lambda: torch.mm(a, b)}
+    impls = {"stuning": lambda: stuning.sddmm(mask, a, b, config=use).values, "dense": lambda: torch.mm(a, b)}
     notes = {}
     if ctx["on_gpu"]:
         if dt == torch.float32:
@@ -413,20 +441,23 @@ def run_semi24(case, ctx):
     from stuning.formats import Semi24Matrix
     from stuning.matrices import random_dense, random_semi24
     from stuning.ops.semi24 import problem_of
+    from stuning.tuning.features import semi24_features
 
     dev, gen, dt = ctx["device"], ctx["gen"], case.torch_dtype
     w = random_semi24(case.m, case.k, dtype=dt, device=dev, generator=gen)
     x = random_dense(case.k, case.n, dtype=dt, device=dev, generator=gen)
     w24 = Semi24Matrix.from_dense(w)
     ref = w.float() @ x.float()
-    cfg = semi24_kernel.heuristic(problem_of(w24, x))
+    cfg, use = choose_config(
+        ctx, semi24_kernel.heuristic(problem_of(w24, x)), lambda: semi24_features(case.m, case.k, case.n, dt)
+    )
     info = {
         "nnz": case.m * case.k // 2,
-        "config": json.dumps(cfg.as_dict()),
+        **cfg,
         "dense_bytes": w.numel() * w.element_size(),
         "format_bytes": w24.nbytes(),
     }
-    impls = {"stuning": lambda: stuning.semi24_mm(w24, x), "dense": lambda: torch.mm(w, x)}
+    impls = {"stuning": lambda: stuning.semi24_mm(w24, x, config=use), "dense": lambda: torch.mm(w, x)}
     notes = {}
     if ctx["on_gpu"]:
         # cuSPARSELt directly: compress once, time the matmul.
@@ -624,6 +655,13 @@ def write_summary(df, out: Path, env: dict, args, elapsed: float) -> None:
         f"- device: {env['device']}; torch {env['torch']}, triton {env['triton']}, "
         f"CUDA {env['cuda'] or 'n/a'}, cuSPARSELt {env.get('cusparselt') or 'n/a'}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {len(df)} cases in {elapsed:.0f} s",
+        f"- stuning configs: {args.configs} ("
+        + (
+            "each kernel's default heuristic"
+            if args.configs == "heuristic"
+            else "config=None: tuning database, else cost model, else heuristic; see config_source"
+        )
+        + ")",
         "- speedup_vs_X = time of X / time of stuning (> 1: stuning is faster); geomeans over the rows that "
         "have both times.",
         "- one timing method per row (column `timing`, why in `timing_note`): `do_bench` (median, L2 flushed "
@@ -744,6 +782,7 @@ def main(argv=None) -> int:
         + (f"; stops starting cases after {args.max_seconds:.0f} s" if args.max_seconds else "")
     )
     ctx = {
+        "configs": args.configs,
         "device": "cuda" if on_gpu else "cpu",
         "on_gpu": on_gpu,
         "smoke": args.smoke,

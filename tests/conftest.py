@@ -48,6 +48,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_tuning_db(tmp_path_factory):
+    """Default configs (``config=None``) come from the shipped tuning database, the cost model or the
+    heuristic, never from this user's tuning cache or $STUNING_DB_DIR, and what the library writes
+    (e.g. the misses flushed at exit) goes to a temporary directory: runs are reproducible anywhere."""
+    try:
+        from stuning.db import paths
+        from stuning.ops.selection import SELECTOR
+    except ImportError:  # a library without a tuning database
+        yield
+        return
+    cache = tmp_path_factory.mktemp("stuning-user-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(paths.ENV_DB_DIR, raising=False)
+        mp.setattr(paths, "user_cache_dir", lambda: cache)
+        SELECTOR.reset()  # opened (with its write directory) afresh, inside the patch
+        yield
+
+
 def _seed_of(nodeid: str) -> int:
     extra = int(os.environ.get("STUNING_TEST_SEED", "0"))
     return (zlib.crc32(nodeid.encode()) + extra) % 2**31

@@ -90,9 +90,7 @@ def _values(n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
     return v.to(dtype)
 
 
-def sparse_from_lengths(
-    lengths: torch.Tensor, k: int, dtype: torch.dtype, gen: torch.Generator
-) -> torch.Tensor:
+def sparse_from_lengths(lengths: torch.Tensor, k: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
     """A dense M x K matrix whose row ``i`` has exactly ``lengths[i]`` nonzeros at random columns."""
     m = lengths.numel()
     lengths = lengths.to(device=gen.device, dtype=torch.int64).clamp(0, k)
@@ -166,9 +164,7 @@ def with_empty_rows(lengths: torch.Tensor, count: int, gen: torch.Generator) -> 
     return lengths
 
 
-def random_24(
-    m: int, k: int, dtype: torch.dtype, gen: torch.Generator, *, partial: bool = False
-) -> torch.Tensor:
+def random_24(m: int, k: int, dtype: torch.dtype, gen: torch.Generator, *, partial: bool = False) -> torch.Tensor:
     """A random dense M x K matrix (K a multiple of 4) with exactly 2 nonzeros in every aligned group
     of 4 columns of a row, or, with ``partial``, 0, 1 or 2 of them."""
     if k % 4:
@@ -216,6 +212,18 @@ _SHORT = {
     "group_m": "g",
     "split_k": "sk",
 }
+
+
+def config_params(sampled: list, heuristic, prefix: str = "") -> list:
+    """pytest params: the sampled configs, the kernel's own heuristic config, and ``None`` (what the
+    op picks by itself: tuning database, cost model or heuristic)."""
+    import pytest
+
+    return (
+        [pytest.param(c, id=prefix + config_id(c)) for c in sampled]
+        + [pytest.param(heuristic, id=f"{prefix}heuristic-{config_id(heuristic)}")]
+        + [pytest.param(None, id=prefix + "default")]
+    )
 
 
 def config_id(config) -> str:

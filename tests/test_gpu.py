@@ -15,7 +15,7 @@ from naive import (
     DTYPE_NAMES,
     TOL,
     assert_close,
-    config_id,
+    config_params,
     randn,
     random_24,
     random_sparse,
@@ -49,8 +49,9 @@ def spmm_params():
     params = []
     for n in (16, 128, 1024):
         problem = spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, n, SPMM_NNZ, torch.float16)
-        for cfg in sample_configs(spmm_kernel.config_space(problem), SAMPLES, seed=100 + n) + [None]:
-            params.append(pytest.param(n, cfg, id=f"n{n}-{config_id(cfg)}"))
+        sampled = sample_configs(spmm_kernel.config_space(problem), SAMPLES, seed=100 + n)
+        for p in config_params(sampled, spmm_kernel.heuristic(problem), prefix=f"n{n}-"):
+            params.append(pytest.param(n, *p.values, id=p.id))
     return params
 
 
@@ -67,14 +68,13 @@ def test_spmm_uniform(device_gen, dtype, tol, n, config):
 
 
 SKEW_N = 128
-SKEW_CONFIGS = sample_configs(
-    spmm_kernel.config_space(spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, SKEW_N, SPMM_NNZ, torch.float16)),
-    SAMPLES,
-    seed=7,
-) + [None]
+SKEW_PROBLEM = spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, SKEW_N, SPMM_NNZ, torch.float16)
+SKEW_CONFIGS = config_params(
+    sample_configs(spmm_kernel.config_space(SKEW_PROBLEM), SAMPLES, seed=7), spmm_kernel.heuristic(SKEW_PROBLEM)
+)
 
 
-@pytest.mark.parametrize("config", SKEW_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("config", SKEW_CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_spmm_skewed_rows(device_gen, dtype, tol, config):
     dense = skewed_sparse(SPMM_M, SPMM_K, SPMM_DENSITY * SPMM_K, dtype, device_gen, cv=0.45, empty_rows=64)
@@ -94,18 +94,35 @@ def test_spmm_transposed_b_and_torch_sparse(device_gen, dtype, tol):
     assert_close(y, spmm_ref(dense, x.t()), tol)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+@pytest.mark.parametrize("n", [30, 100, 129])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_vec_with_unaligned_b(device_gen, dtype, tol, n, layout):
+    # VEC is only a hint about the column offsets: it must stay right when B's rows are not
+    # aligned to it (N not a multiple, column-major B, a column slice starting off alignment).
+    dense = random_sparse(1024, 2048, SPMM_DENSITY, dtype, device_gen)
+    a = CSRMatrix.from_dense(dense)
+    if layout == "contiguous":
+        b = randn(2048, n, dtype=dtype, gen=device_gen)
+    elif layout == "transposed":
+        b = randn(n, 2048, dtype=dtype, gen=device_gen).t()
+    else:
+        b = randn(2048, n + 3, dtype=dtype, gen=device_gen)[:, 1 : n + 1]
+    ref = spmm_ref(dense, b)
+    for vec, block_n in ((2, 32), (4, 64), (8, 128)):
+        cfg = spmm_kernel.SpMMConfig(rows=2, nnz_step=16, block_n=block_n, vec=vec, swizzle=True, num_warps=4)
+        assert_close(stuning.spmm(a, b, config=cfg), ref, tol, f"vec {vec}")
+
+
 # -------------------------------------------------------------------------------------- SDDMM
 SDDMM_L, SDDMM_K, SDDMM_DENSITY = 1024, 64, 0.1
-SDDMM_CONFIGS = sample_configs(
-    sddmm_kernel.config_space(
-        sddmm_kernel.SDDMMProblem(SDDMM_L, SDDMM_L, SDDMM_K, round(SDDMM_DENSITY * SDDMM_L**2), torch.float16)
-    ),
-    SAMPLES,
-    seed=11,
-) + [None]
+SDDMM_PROBLEM = sddmm_kernel.SDDMMProblem(SDDMM_L, SDDMM_L, SDDMM_K, round(SDDMM_DENSITY * SDDMM_L**2), torch.float16)
+SDDMM_CONFIGS = config_params(
+    sample_configs(sddmm_kernel.config_space(SDDMM_PROBLEM), SAMPLES, seed=11), sddmm_kernel.heuristic(SDDMM_PROBLEM)
+)
 
 
-@pytest.mark.parametrize("config", SDDMM_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("config", SDDMM_CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     # Q K^T sampled at a sparse attention pattern: mask L x L, A = Q (L x K), B = K^T (a view).
@@ -143,8 +160,9 @@ def semi24_params():
     params = []
     for n in (16, 2048):
         problem = semi24_kernel.Semi24Problem(SEMI_M, SEMI_K, n, torch.float16)
-        for cfg in sample_configs(semi24_kernel.config_space(problem), SAMPLES, seed=200 + n) + [None]:
-            params.append(pytest.param(n, cfg, id=f"n{n}-{config_id(cfg)}"))
+        sampled = sample_configs(semi24_kernel.config_space(problem), SAMPLES, seed=200 + n)
+        for p in config_params(sampled, semi24_kernel.heuristic(problem), prefix=f"n{n}-"):
+            params.append(pytest.param(n, *p.values, id=p.id))
     return params
 
 
@@ -184,9 +202,7 @@ def variant_counter(kernel):
 
 
 def test_spmm_no_recompile_on_size_change(device_gen):
-    cfg = spmm_kernel.SpMMConfig(
-        rows=2, nnz_step=16, block_n=64, vec=4, swizzle=True, num_warps=2, num_stages=1
-    )
+    cfg = spmm_kernel.SpMMConfig(rows=2, nnz_step=16, block_n=64, vec=4, swizzle=True, num_warps=2, num_stages=1)
 
     def launch(m, k, n, dtype):
         dense = random_sparse(m, k, 0.05, dtype, device_gen)

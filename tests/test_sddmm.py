@@ -11,6 +11,7 @@ from naive import (
     TOL,
     assert_close,
     config_id,
+    config_params,
     randn,
     random_sparse,
     sample_configs,
@@ -28,12 +29,14 @@ DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
 
 # mask M x N, A M x K, B K x N
 M, N, K, MEAN_LEN = 37, 29, 40, 8
-SPACE = sddmm_kernel.config_space(SDDMMProblem(M, N, K, M * MEAN_LEN, torch.float32))
-CONFIGS = sample_configs(SPACE, 8, seed=2) + [None]
+PROBLEM = SDDMMProblem(M, N, K, M * MEAN_LEN, torch.float32)
+SPACE = sddmm_kernel.config_space(PROBLEM)
+CONFIGS = config_params(sample_configs(SPACE, 8, seed=2), sddmm_kernel.heuristic(PROBLEM))
 # K not a multiple of any BLOCK_K, nor of 2: only vec = 1 is valid.
 K_ODD = 19
-SPACE_ODD = sddmm_kernel.config_space(SDDMMProblem(M, N, K_ODD, M * MEAN_LEN, torch.float32))
-CONFIGS_ODD = sample_configs(SPACE_ODD, 3, seed=3) + [None]
+PROBLEM_ODD = SDDMMProblem(M, N, K_ODD, M * MEAN_LEN, torch.float32)
+SPACE_ODD = sddmm_kernel.config_space(PROBLEM_ODD)
+CONFIGS_ODD = config_params(sample_configs(SPACE_ODD, 3, seed=3), sddmm_kernel.heuristic(PROBLEM_ODD))
 
 BASE = SDDMMConfig(nnz_block=16, block_k=16, vec=1, num_warps=1)
 
@@ -66,7 +69,7 @@ def test_config_space_is_valid():
     assert all(c.vec == 1 for c in SPACE_ODD)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sampled_configs(gen, device, dtype, tol, config):
     mask_dense = skewed_sparse(M, N, MEAN_LEN, dtype, gen, empty_rows=3)
@@ -76,7 +79,7 @@ def test_sampled_configs(gen, device, dtype, tol, config):
     check(out, mask, sddmm_ref(mask_dense, a, b), tol, f"sddmm {config}")
 
 
-@pytest.mark.parametrize("config", CONFIGS_ODD, ids=config_id)
+@pytest.mark.parametrize("config", CONFIGS_ODD)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_k_not_multiple_of_block_k(gen, device, dtype, tol, config):
     mask_dense, a, b = inputs(gen, dtype, M, N, K_ODD)
@@ -118,9 +121,7 @@ def test_matches_torch_sampled_addmm(gen, device, dtype, tol):
     assert_close(out.to_dense().cpu(), expect.to_dense(), tol)
 
 
-@pytest.mark.parametrize(
-    "alpha,beta", [(1.0, 0.0), (0.5, -2.0), (-3.0, 1.0), (0.0, 1.0), (0.0, 0.0), (1.0, 1e-3)]
-)
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.5, -2.0), (-3.0, 1.0), (0.0, 1.0), (0.0, 0.0), (1.0, 1e-3)])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_alpha_beta(gen, device, dtype, tol, alpha, beta):
     mask_dense, a, b = inputs(gen, dtype, 23, 19, 24)

@@ -11,6 +11,7 @@ from naive import (
     TOL,
     assert_close,
     config_id,
+    config_params,
     randn,
     random_sparse,
     sample_configs,
@@ -29,8 +30,9 @@ DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
 
 # The shape of the config sweep: odd M and K, skewed rows of about MEAN_LEN nonzeros.
 M, K, N, MEAN_LEN = 45, 67, 40, 12
-SPACE = spmm_kernel.config_space(SpMMProblem(M, K, N, M * MEAN_LEN, torch.float32))
-CONFIGS = sample_configs(SPACE, 8, seed=1) + [None]
+PROBLEM = SpMMProblem(M, K, N, M * MEAN_LEN, torch.float32)
+SPACE = spmm_kernel.config_space(PROBLEM)
+SAMPLED = sample_configs(SPACE, 8, seed=1)
 
 BASE = SpMMConfig(rows=4, nnz_step=8, block_n=16, vec=1, swizzle=False, num_warps=1)
 
@@ -55,11 +57,11 @@ def test_config_space_is_valid():
     for cfg in SPACE:
         assert N % cfg.vec == 0 and cfg.vec <= cfg.block_n
         assert cfg.rows <= 64 and cfg.block_n <= 64
-    assert {c.swizzle for c in CONFIGS if c} == {False, True} or len(CONFIGS) < 3
+    assert {c.swizzle for c in SAMPLED} == {False, True}
 
 
 @pytest.mark.parametrize("pad_to", [1, 4], ids=["unpadded", "pad4"])
-@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+@pytest.mark.parametrize("config", config_params(SAMPLED, spmm_kernel.heuristic(PROBLEM)))
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sampled_configs(gen, device, dtype, tol, config, pad_to):
     dense = skewed_sparse(M, K, MEAN_LEN, dtype, gen, cv=0.4, empty_rows=3)
@@ -124,17 +126,16 @@ def test_n_one(gen, device, dtype, tol, config):
 
 @pytest.mark.parametrize("n", [30, 31, 17, 66])
 def test_n_not_multiple_of_vector_width(gen, device, n):
+    # VEC only hints that the column offsets come in aligned runs; the loads stay masked by N, so
+    # any vector width gives the right answer whatever N and B's strides are.
     dense = random_sparse(20, 25, 0.3, torch.float16, gen)
     b = randn(25, n, dtype=torch.float16, gen=gen)
     ref = spmm_ref(dense, b)
     assert_close(run(dense, b, device=device), ref, TOL[torch.float16], "default")
     for vec in (2, 4, 8):
-        cfg = dataclasses.replace(BASE, vec=vec, block_n=32)
-        if n % vec == 0:
+        for block_n in (16, 32):
+            cfg = dataclasses.replace(BASE, vec=vec, block_n=block_n)
             assert_close(run(dense, b, cfg, device=device), ref, TOL[torch.float16], f"vec {vec}")
-        else:
-            with pytest.raises(ValueError, match=f"config.vec = {vec} needs B rows contiguous and aligned"):
-                run(dense, b, cfg, device=device)
 
 
 def test_vec_with_row_stride_wider_than_n(gen, device):
@@ -191,30 +192,17 @@ def test_padded_csr(gen, device, dtype, tol, pad_to, config):
     assert_close(y, spmm_ref(dense, b), tol)
 
 
-def test_noncontiguous_b_transposed_view(gen, device):
+@pytest.mark.parametrize("n", [20, 21])
+def test_noncontiguous_b_transposed_view(gen, device, n):
     dense = random_sparse(26, 33, 0.25, torch.float32, gen)
-    x = randn(20, 33, dtype=torch.float32, gen=gen)
+    x = randn(n, 33, dtype=torch.float32, gen=gen)
     b = x.to(device).t()  # K x N with strides (1, K)
     assert not b.is_contiguous()
-    for swizzle in (False, True):
-        y = run(dense, b, dataclasses.replace(BASE, swizzle=swizzle), device=device)
-        assert_close(y, spmm_ref(dense, x.t()), TOL[torch.float32])
-    # vec > 1 cannot be used on a column-major B, and says so.
-    with pytest.raises(ValueError, match="needs B rows contiguous"):
-        run(dense, b, dataclasses.replace(BASE, vec=4), device=device)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="library bug: the default heuristic picks vec > 1 from N alone, ignoring B's strides, "
-    "so spmm(a, b) with a transposed (column-major) B and even N raises ValueError",
-)
-def test_noncontiguous_b_default_config(gen, device):
-    dense = random_sparse(26, 33, 0.25, torch.float32, gen)
-    x = randn(20, 33, dtype=torch.float32, gen=gen)
-    y = stuning.spmm(CSRMatrix.from_dense(dense.to(device)), x.to(device).t())
-    assert_close(y, spmm_ref(dense, x.t()), TOL[torch.float32])
+    ref = spmm_ref(dense, x.t())
+    for cfg in (None, BASE, dataclasses.replace(BASE, swizzle=True), dataclasses.replace(BASE, vec=4)):
+        assert_close(run(dense, b, cfg, device=device), ref, TOL[torch.float32], str(cfg))
+    y = stuning.spmm(CSRMatrix.from_dense(dense.to(device)), b)
+    assert_close(y, ref, TOL[torch.float32], "default config, fresh output")
 
 
 @pytest.mark.parametrize("layout", ["csr", "coo"])
@@ -337,6 +325,4 @@ def test_error_bad_out(a16, device):
 def test_error_swizzle_without_row_order(a16, device):
     b = torch.ones(8, 4, dtype=torch.float16, device=device)
     with pytest.raises(ValueError, match="swizzle needs row_order"):
-        spmm_kernel.spmm(
-            a16.crow, a16.col, a16.values, b, m=8, config=dataclasses.replace(BASE, swizzle=True)
-        )
+        spmm_kernel.spmm(a16.crow, a16.col, a16.values, b, m=8, config=dataclasses.replace(BASE, swizzle=True))

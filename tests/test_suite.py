@@ -54,9 +54,7 @@ def test_names_and_dicts():
 
 
 def test_filters():
-    cases = suite.spmm_suite(
-        shapes=["llama7b"], ns=[16, 100], sparsities=[90, 0.98], dtypes=["fp16"], skews=[0]
-    )
+    cases = suite.spmm_suite(shapes=["llama7b"], ns=[16, 100], sparsities=[90, 0.98], dtypes=["fp16"], skews=[0])
     assert {(c.m, c.k) for c in cases} == {(4096, 4096), (11008, 4096), (4096, 11008)}
     assert {c.n for c in cases} == {16, 100} and {c.sparsity for c in cases} == {0.9, 0.98}
     assert {c.dtype for c in cases} == {"fp16"} and {c.skew_cv for c in cases} == {0.0}
