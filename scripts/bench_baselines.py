@@ -107,7 +107,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--graph-below-us",
         type=float,
         default=50.0,
-        help="use CUDA-graph replay for rows whose stuning kernel is faster than this",
+        help="use CUDA-graph replay for rows where some implementation runs faster than this (us) or is host-bound",
     )
     ap.add_argument("--warmup-ms", type=float, default=10.0, help="do_bench warm-up")
     ap.add_argument("--rep-ms", type=float, default=40.0, help="do_bench measurement time")
