@@ -152,7 +152,8 @@ def main():
         model_time = float(ok.set_index("config").time_us[model_pick])
         heuristic = fam.default(features)
         try:
-            h_time = KernelObjective(problem.run, problem.reference, problem.features.dtype, timer=final_timer)(heuristic)
+            check = KernelObjective(problem.run, problem.reference, problem.features.dtype, timer=final_timer)
+            h_time = check(heuristic)
         except TrialFailure:
             h_time = float("nan")
         best_t = final_timer(lambda c=oracle.config, p=problem: p.run(c))
@@ -210,8 +211,9 @@ def main():
     (args.out / "fitted.json").write_text(json.dumps(fitted, indent=2))
     _plot(df, args.out / "tuner.png")
     print("\n" + per_op.to_string(float_format=lambda v: f"{v:.3f}"))
+    device_name = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU interpreter"
     print(f"\nall problems: tuned/oracle speed geomean {geo(df.tuned_over_oracle_speed):.3f}, "
-          f"max fraction timed {df.tuned_fraction.max():.3f}, device {torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU interpreter'}")
+          f"max fraction timed {df.tuned_fraction.max():.3f}, device {device_name}")
 
 
 def _plot(df: pd.DataFrame, path: Path) -> None:
