@@ -18,8 +18,8 @@ DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf
 
 # ------------------------------------------------------------------------------------ references
 def spmm_ref(dense_a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``A @ B`` in float64, from A given dense (its zeros are the structural zeros)."""
-    return dense_a.double() @ b.double()
+    """``A @ B`` in float64, from A given dense (its zeros are the structural zeros), on A's device."""
+    return dense_a.double() @ b.to(dense_a.device).double()
 
 
 def sddmm_ref(
@@ -39,7 +39,8 @@ def sddmm_ref(
     if pattern is None:
         pattern = mask_dense != 0
     pattern = pattern.to(a.device)
-    prod = alpha * (a.double() @ b.double())
+    mask_dense = mask_dense.to(a.device)
+    prod = alpha * (a.double() @ b.to(a.device).double())
     out = torch.where(pattern, prod, torch.zeros((), dtype=torch.float64, device=a.device))
     if beta != 0:
         out = out + torch.where(pattern, beta * mask_dense.double(), torch.zeros_like(out))
@@ -48,7 +49,7 @@ def sddmm_ref(
 
 def semi24_ref(w_dense: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``W @ X`` in float64, from W given dense."""
-    return w_dense.double() @ x.double()
+    return w_dense.double() @ x.to(w_dense.device).double()
 
 
 # ---------------------------------------------------------------------------------------- errors
