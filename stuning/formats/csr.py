@@ -65,6 +65,8 @@ class CSRMatrix:
         m, k = self.shape
         if m < 0 or k < 0:
             raise ValueError(f"CSRMatrix: shape must be non-negative, got {self.shape}")
+        if self.pad_to < 1 or self.pad_to & (self.pad_to - 1):
+            raise ValueError(f"CSRMatrix: pad_to must be a power of two, got {self.pad_to}")
         for name, t in (("crow", self.crow), ("col", self.col), ("values", self.values)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"CSRMatrix: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -112,6 +114,12 @@ class CSRMatrix:
                 f"CSRMatrix: column indices of row {row} are not sorted and unique "
                 f"(entry {i}: {int(col[i - 1])} then {int(col[i])})"
             )
+        if self.pad_to > 1:
+            # A repeated column is padding, and padding holds zeros.
+            repeats = same_row[1:] & (diff == 0) & (self.values[1:].to("cpu") != 0)
+            if repeats.any():
+                i = int(torch.nonzero(repeats)[0]) + 1
+                raise ValueError(f"CSRMatrix: entry {i} repeats column {int(col[i])} with a nonzero value")
         if self.pad_to > 1 and (crow % self.pad_to != 0).any():
             raise ValueError(f"CSRMatrix: padded to {self.pad_to} but a row pointer is not a multiple of it")
 
