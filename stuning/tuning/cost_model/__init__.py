@@ -26,7 +26,7 @@ class CostModel:
 
     def predict_us(self, features: ProblemFeatures, config) -> float:
         coef = self.coefficients.get(features.op, Coefficients())
-        return coef.predict_us(self.terms(features, config))
+        return coef.predict_us(self.terms(features, config), config)
 
     def rank(self, features: ProblemFeatures, configs: list) -> list[tuple[object, float]]:
         """Configs with their predictions, fastest first; ties broken by the config's text."""
@@ -44,7 +44,7 @@ class CostModel:
     def fit(self, op: str, samples: list[tuple[ProblemFeatures, object, float]]) -> Coefficients:
         """Fit this op's coefficients to measured (features, config, time_us) trials."""
         terms = [self.terms(f, c) for f, c, _ in samples]
-        coef = fit_coefficients(terms, [t for _, _, t in samples])
+        coef = fit_coefficients(terms, [t for _, _, t in samples], [c for _, c, _ in samples])
         self.coefficients[op] = coef
         return coef
 

@@ -75,25 +75,42 @@ def sector_efficiency(contiguous_bytes: float, sector: int = 32) -> float:
 PRIOR = (0.0, 1.0, 1.0, 1.0)  # log scale, exponents of: bound/wave_eff, imbalance, latency
 
 
+def config_features(config) -> list[str]:
+    """One name per (template parameter, value) of a config, e.g. 'vec=4', and per pair of them
+    ('num_warps=8,rows=16'): tile shapes interact with the warps that share them."""
+    if config is None:
+        return []
+    items = sorted(config.as_dict().items() if hasattr(config, "as_dict") else dict(config).items())
+    single = [f"{k}={v}" for k, v in items]
+    pairs = [f"{a},{b}" for i, a in enumerate(single) for b in single[i + 1:]]
+    return single + pairs
+
+
 @dataclass
 class Coefficients:
-    """t = overhead + exp(c0) * (bound / wave_eff)^c1 * imbalance^c2 * latency^c3."""
+    """t = overhead + exp(c0 + sum of effects) * (bound / wave_eff)^c1 * imbalance^c2 * latency^c3.
+
+    ``effects`` are fitted log-time offsets per template-parameter value ('vec=1', 'num_warps=8'):
+    what the analytic terms do not see (instruction counts of narrow loads, cross-warp reductions,
+    code generation), learned from measured trials and shrunk toward 0 when trials are few.
+    """
 
     c: tuple = PRIOR
     fitted_on: int = 0  # number of trials behind the fit
-    extra: dict = field(default_factory=dict)
+    effects: dict = field(default_factory=dict)
 
-    def predict_us(self, t: CostTerms) -> float:
+    def predict_us(self, t: CostTerms, config=None) -> float:
         c0, c1, c2, c3 = self.c
         work = max(t.bound_us / max(t.wave_eff, 1e-6), 1e-6)
-        return t.overhead_us + math.exp(c0) * work**c1 * t.imbalance**c2 * t.latency**c3
+        offset = sum(self.effects.get(name, 0.0) for name in config_features(config))
+        return t.overhead_us + math.exp(c0 + offset) * work**c1 * t.imbalance**c2 * t.latency**c3
 
     def as_dict(self) -> dict:
-        return asdict(self) | {"c": list(self.c)}
+        return {"c": list(self.c), "fitted_on": self.fitted_on, "effects": dict(sorted(self.effects.items()))}
 
     @classmethod
     def from_dict(cls, d: dict) -> Coefficients:
-        return cls(tuple(d.get("c", PRIOR)), int(d.get("fitted_on", 0)), dict(d.get("extra", {})))
+        return cls(tuple(d.get("c", PRIOR)), int(d.get("fitted_on", 0)), dict(d.get("effects", {})))
 
 
 def _design_row(t: CostTerms) -> list[float]:
@@ -101,26 +118,48 @@ def _design_row(t: CostTerms) -> list[float]:
     return [1.0, math.log(work), math.log(t.imbalance), math.log(t.latency)]
 
 
-def fit_coefficients(terms: list[CostTerms], times_us: list[float], *, ridge: float = 1.0) -> Coefficients:
+def fit_coefficients(
+    terms: list[CostTerms],
+    times_us: list[float],
+    configs: list | None = None,
+    *,
+    ridge: float = 1.0,
+    effect_ridge: float = 4.0,
+) -> Coefficients:
     """Least squares on log time, pulled toward the analytic prior (ridge) so a few trials cannot
-    push it anywhere odd; exponents stay non-negative, so more work is never predicted faster."""
-    rows, ys = [], []
-    for t, y in zip(terms, times_us, strict=True):
+    push it anywhere odd, with per-parameter-value effects shrunk toward 0; the exponents stay
+    non-negative, so more work is never predicted faster."""
+    configs = configs if configs is not None else [None] * len(terms)
+    rows, ys, names_per_row = [], [], []
+    for t, y, cfg in zip(terms, times_us, configs, strict=True):
         excess = y - t.overhead_us
         if y > 0 and math.isfinite(y) and excess > 0:
             rows.append(_design_row(t))
             ys.append(math.log(excess))
+            names_per_row.append(config_features(cfg))
     if len(rows) < 3:
         return Coefficients(PRIOR, len(rows))
-    x = np.asarray(rows)
+    names = sorted({n for ns in names_per_row for n in ns})
+    index = {n: i for i, n in enumerate(names)}
+    onehot = np.zeros((len(rows), len(names)))
+    for r, ns in enumerate(names_per_row):
+        for n in ns:
+            onehot[r, index[n]] = 1.0
+    base = np.asarray(rows)
     y = np.asarray(ys)
-    prior = np.asarray(PRIOR)
-    # Minimise |X c - y|^2 + ridge * |c - prior|^2 (no pull on the intercept).
-    reg = ridge * np.eye(4)
-    reg[0, 0] = 0.0
-    c = np.linalg.solve(x.T @ x + reg, x.T @ y + reg @ prior)
+    x = np.hstack([base, onehot])
+    prior = np.concatenate([np.asarray(PRIOR), np.zeros(len(names))])
+    # Minimise |X c - y|^2 + sum_j ridge_j (c_j - prior_j)^2 (no pull on the intercept).
+    reg = np.diag([0.0, ridge, ridge, ridge] + [effect_ridge] * len(names))
+    sol = np.linalg.solve(x.T @ x + reg, x.T @ y + reg @ prior)
+    c = sol[:4].copy()
     c[1] = float(np.clip(c[1], 0.5, 1.5))
     c[2:] = np.clip(c[2:], 0.0, 3.0)
-    # Refit the intercept with the clipped exponents.
-    c[0] = float(np.mean(y - x[:, 1:] @ c[1:]))
-    return Coefficients(tuple(float(v) for v in c), len(rows))
+    # With the exponents clipped, refit the intercept and effects on what is left.
+    rest = y - base[:, 1:] @ c[1:]
+    x2 = np.hstack([np.ones((len(rows), 1)), onehot])
+    reg2 = np.diag([0.0] + [effect_ridge] * len(names))
+    sol2 = np.linalg.solve(x2.T @ x2 + reg2, x2.T @ rest)
+    c[0] = float(sol2[0])
+    effects = {n: float(v) for n, v in zip(names, sol2[1:], strict=True)}
+    return Coefficients(tuple(float(v) for v in c), len(rows), effects)

@@ -1,0 +1,89 @@
+"""The tuner on timings recorded on an H100 (scripts/bench_tuner.py), replayed with no GPU.
+
+tests/data/h100_trials.csv.gz holds, for ten problems of the three ops, every config of a uniform
+sample of each config space with its measured median time. For each problem the cost model is
+fitted on the *other* problems' trials (leave one problem out), then it ranks the held-out
+problem's space and model+optuna searches it with those recorded times as the objective.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stuning.tuning.cost_model import CostModel
+from stuning.tuning.device import spec_for
+from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.registry import family
+from stuning.tuning.search import ModelOptunaSearch, RecordingObjective, TrialFailure
+from stuning.tuning.tuner import default_budget
+
+DATA = Path(__file__).parent / "data" / "h100_trials.csv.gz"
+H100 = spec_for("NVIDIA H100 80GB HBM3")
+
+
+@pytest.fixture(scope="module")
+def trials() -> pd.DataFrame:
+    t = pd.read_csv(DATA)
+    return t[t.status == "ok"]
+
+
+def _samples(trials: pd.DataFrame, op: str) -> list:
+    fam = family(op)
+    return [
+        (r.problem, ProblemFeatures(op, r.dtype, json.loads(r.features)), fam.config_from_dict(json.loads(r.config)),
+         r.time_us)
+        for r in trials[trials.op == op].itertuples()
+    ]
+
+
+def _spearman(a, b) -> float:
+    return float(pd.Series(a).rank().corr(pd.Series(b).rank()))
+
+
+def _held_out(samples, held):
+    fitted = CostModel(H100)
+    fitted.fit(samples[0][1].op, [(f, c, t) for p, f, c, t in samples if p != held])
+    test = [(f, c, t) for p, f, c, t in samples if p == held]
+    return fitted, test
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm", "semi24"])
+def test_fitted_model_ranks_unseen_problems_better_than_the_prior(trials, op):
+    samples = _samples(trials, op)
+    prior = CostModel(H100)
+    fitted_rho, prior_rho = [], []
+    for held in sorted({s[0] for s in samples}):
+        fitted, test = _held_out(samples, held)
+        times = [t for _, _, t in test]
+        fitted_rho.append(_spearman([fitted.predict_us(f, c) for f, c, _ in test], times))
+        prior_rho.append(_spearman([prior.predict_us(f, c) for f, c, _ in test], times))
+    assert sum(fitted_rho) / len(fitted_rho) > 0.6
+    assert sum(fitted_rho) > sum(prior_rho)
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm", "semi24"])
+def test_model_optuna_near_the_oracle_at_a_fraction_of_its_cost(trials, op):
+    samples = _samples(trials, op)
+    ratios = []
+    for held in sorted({s[0] for s in samples}):
+        fitted, test = _held_out(samples, held)
+        table = {c: t for _, c, t in test}
+        features = test[0][0]
+        space = family(op).space(features, None)
+        ranked = fitted.rank(features, space)
+
+        def recorded(config, table=table):
+            if config not in table:
+                raise TrialFailure("not_recorded")
+            return table[config]
+
+        result = ModelOptunaSearch().search(ranked, RecordingObjective(recorded), default_budget(len(space)))
+        assert result.timed <= 0.15 * len(space)
+        ratios.append(min(table.values()) / result.best.time_us)
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    assert geomean >= 0.95, ratios
