@@ -48,12 +48,30 @@ def open_db(device_name: str | None = None, **options) -> TuningDB:
     return TuningDB.open(name, env=env, **options)
 
 
+# The shipped database whose fitted coefficients stand in for a device that has none of its own:
+# the parameter effects they hold (narrow loads, cross-warp reductions) are Triton's more than the GPU's.
+REFERENCE_DB = "NVIDIA H100 80GB HBM3"
+
+
+@functools.lru_cache(maxsize=1)
+def reference_coefficients() -> dict:
+    from stuning.db import db_file_name, load_document
+    from stuning.db.paths import shipped_dir
+
+    path = shipped_dir() / db_file_name(REFERENCE_DB)
+    try:
+        return dict(load_document(path).get("model_coefficients", {}))
+    except (OSError, ValueError):
+        return {}
+
+
 def model_for(db: TuningDB, device: DeviceSpec) -> CostModel:
-    """A cost model on the database's calibrated ceilings and fitted coefficients, where it has them."""
+    """A cost model on the database's calibrated ceilings and fitted coefficients; ops it has no fit
+    for use the reference device's shipped fit."""
     if db.calibration:
         device = device.with_calibration(db.calibration)
-    coefficients = {op: Coefficients.from_dict(c) for op, c in (db.model_coefficients or {}).items()}
-    return CostModel(device, coefficients)
+    fitted = {**reference_coefficients(), **(db.model_coefficients or {})}
+    return CostModel(device, {op: Coefficients.from_dict(c) for op, c in fitted.items()})
 
 
 def key_for(features: ProblemFeatures) -> str:

@@ -10,7 +10,7 @@ is the pure analytic model, so an unfitted model still ranks sensibly.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
