@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import torch
-from rich.console import Console
 from rich.table import Table
 
 import stuning
+from stuning.cli.output import console as make_console
 from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
 from stuning.kernels.target import interpreting
 from stuning.ops.selection import SELECTOR
@@ -40,7 +40,7 @@ def _time_us(fn, on_gpu: bool) -> float | None:
 
 
 def run(*, sparsity: float = 0.9, n: int | None = None, seed: int = 0, quiet: bool = False) -> dict:
-    console = Console(quiet=quiet)
+    console = make_console(quiet=quiet)
     on_gpu = torch.cuda.is_available() and not interpreting()
     device = "cuda" if on_gpu else "cpu"
     m, k = (4096, 4096) if on_gpu else (128, 256)

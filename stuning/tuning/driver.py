@@ -7,11 +7,14 @@ import torch
 from stuning.kernels.target import interpreting
 from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 from stuning.tuning.objective import KernelObjective
+from stuning.tuning.precompile import precompile
 from stuning.tuning.problems import build_problem
 from stuning.tuning.registry import family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
 from stuning.tuning.tuner import TuneOutcome, tune
+
+PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
 
 
 def can_measure() -> bool:
@@ -65,10 +68,18 @@ def tune_case(
     spec = target_spec(device_name)
     db = db if db is not None else open_db(spec.name if device_name else None)
     problem = build_problem(case, seed=seed)
-    objective = KernelObjective(problem.run, problem.reference, problem.features.dtype) if measuring else None
+    model = model_for(db, spec)
+    seeds = seeds_from_db(db, problem.features)
+    objective = None
+    if measuring:
+        objective = KernelObjective(problem.run, problem.reference, problem.features.dtype)
+        # The configs the search starts with compile in parallel processes while nothing else runs.
+        fam = family(case.op)
+        first = seeds + [c for c, _ in model.rank(problem.features, fam.space(problem.features))[:PRECOMPILE_TOP]]
+        precompile(case, first, seed=seed)
     outcome = tune(
-        problem.features, objective=objective, strategy=strategy, device=spec, model=model_for(db, spec),
-        budget=budget, seeds=seeds_from_db(db, problem.features),
+        problem.features, objective=objective, strategy=strategy, device=spec, model=model,
+        budget=budget, seeds=seeds,
     )
     if check and not measuring:
         KernelObjective(problem.run, problem.reference, problem.features.dtype).check(outcome.best_config)
