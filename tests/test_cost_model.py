@@ -108,3 +108,25 @@ def test_every_listed_device_resolves():
         spec_for(alias)
     with pytest.raises(ValueError, match="unknown device"):
         spec_for("Voodoo 3dfx")
+
+
+def test_incremental_refit_on_few_trials_keeps_what_was_learned():
+    model = CostModel(H100)
+    f = _features("spmm")
+    configs = _sample(family("spmm").space(f), k=300, seed=2)
+    truth = Coefficients((0.3, 1.0, 1.0, 0.5), effects={"vec=1": 1.2, "num_warps=8": 0.6})
+    samples = [(f, c, truth.predict_us(model.terms(f, c), c)) for c in configs]
+    narrow = [c for c in configs if c.vec == 1]
+
+    def penalty(m):  # predicted slowdown of vec=1 over the same config with vec=4, median
+        ratios = sorted(m.predict_us(f, c) / m.predict_us(f, dataclasses.replace(c, vec=4)) for c in narrow)
+        return ratios[len(ratios) // 2]
+
+    model.fit("spmm", samples)
+    learned = penalty(model)
+    assert learned > 2.5  # exp(1.2) = 3.3: the narrow-load penalty is learned
+    model.fit("spmm", samples[:5], incremental=True)
+    assert penalty(model) > 0.8 * learned  # a few new trials do not wipe it out
+    scratch = CostModel(H100)
+    scratch.fit("spmm", samples[:5])
+    assert penalty(scratch) < penalty(model)

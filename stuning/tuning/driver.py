@@ -104,7 +104,7 @@ def refit_model(db, device_name: str | None = None) -> dict:
             if timed.time_us is not None:
                 by_op.setdefault(entry.op, []).append((features, fam.config_from_dict(timed.config), timed.time_us))
     for op, samples in by_op.items():
-        fitted[op] = model.fit(op, samples).as_dict()
+        fitted[op] = model.fit(op, samples, incremental=True).as_dict()
     if fitted:
         db.update_model_coefficients(fitted)
         db.save()

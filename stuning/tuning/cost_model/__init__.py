@@ -41,10 +41,13 @@ class CostModel:
         best = ranked[0][1]
         return [cp for cp in ranked[:keep] if cp[1] <= best * within]
 
-    def fit(self, op: str, samples: list[tuple[ProblemFeatures, object, float]]) -> Coefficients:
-        """Fit this op's coefficients to measured (features, config, time_us) trials."""
+    def fit(self, op: str, samples: list[tuple[ProblemFeatures, object, float]], *, incremental: bool = False
+            ) -> Coefficients:
+        """Fit this op's coefficients to measured (features, config, time_us) trials; ``incremental``
+        starts from (and is pulled toward) the current fit instead of the analytic prior."""
         terms = [self.terms(f, c) for f, c, _ in samples]
-        coef = fit_coefficients(terms, [t for _, _, t in samples], [c for _, c, _ in samples])
+        prior = self.coefficients.get(op) if incremental else None
+        coef = fit_coefficients(terms, [t for _, _, t in samples], [c for _, c, _ in samples], prior=prior)
         self.coefficients[op] = coef
         return coef
 

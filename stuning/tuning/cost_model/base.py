@@ -96,7 +96,7 @@ class Coefficients:
     """
 
     c: tuple = PRIOR
-    fitted_on: int = 0  # number of trials behind the fit
+    fitted_on: int = 0  # trials behind the fit (the most of any fit it started from)
     effects: dict = field(default_factory=dict)
 
     def predict_us(self, t: CostTerms, config=None) -> float:
@@ -125,10 +125,13 @@ def fit_coefficients(
     *,
     ridge: float = 1.0,
     effect_ridge: float = 4.0,
+    prior: Coefficients | None = None,
 ) -> Coefficients:
-    """Least squares on log time, pulled toward the analytic prior (ridge) so a few trials cannot
-    push it anywhere odd, with per-parameter-value effects shrunk toward 0; the exponents stay
-    non-negative, so more work is never predicted faster."""
+    """Least squares on log time, pulled (ridge) toward ``prior`` (default: the analytic model, no
+    effects) so a few trials cannot push it anywhere odd: refitting a good fit on a handful of new
+    trials moves it a little, not back to the start. The exponents stay non-negative, so more work
+    is never predicted faster."""
+    prior = prior or Coefficients()
     configs = configs if configs is not None else [None] * len(terms)
     rows, ys, names_per_row = [], [], []
     for t, y, cfg in zip(terms, times_us, configs, strict=True):
@@ -138,8 +141,8 @@ def fit_coefficients(
             ys.append(math.log(excess))
             names_per_row.append(config_features(cfg))
     if len(rows) < 3:
-        return Coefficients(PRIOR, len(rows))
-    names = sorted({n for ns in names_per_row for n in ns})
+        return Coefficients(tuple(prior.c), prior.fitted_on, dict(prior.effects))
+    names = sorted({n for ns in names_per_row for n in ns} | set(prior.effects))
     index = {n: i for i, n in enumerate(names)}
     onehot = np.zeros((len(rows), len(names)))
     for r, ns in enumerate(names_per_row):
@@ -148,10 +151,11 @@ def fit_coefficients(
     base = np.asarray(rows)
     y = np.asarray(ys)
     x = np.hstack([base, onehot])
-    prior = np.concatenate([np.asarray(PRIOR), np.zeros(len(names))])
-    # Minimise |X c - y|^2 + sum_j ridge_j (c_j - prior_j)^2 (no pull on the intercept).
+    effect_prior = np.asarray([prior.effects.get(n, 0.0) for n in names])
+    target = np.concatenate([np.asarray(prior.c), effect_prior])
+    # Minimise |X c - y|^2 + sum_j ridge_j (c_j - target_j)^2 (no pull on the intercept).
     reg = np.diag([0.0, ridge, ridge, ridge] + [effect_ridge] * len(names))
-    sol = np.linalg.solve(x.T @ x + reg, x.T @ y + reg @ prior)
+    sol = np.linalg.solve(x.T @ x + reg, x.T @ y + reg @ target)
     c = sol[:4].copy()
     c[1] = float(np.clip(c[1], 0.5, 1.5))
     c[2:] = np.clip(c[2:], 0.0, 3.0)
@@ -159,7 +163,7 @@ def fit_coefficients(
     rest = y - base[:, 1:] @ c[1:]
     x2 = np.hstack([np.ones((len(rows), 1)), onehot])
     reg2 = np.diag([0.0] + [effect_ridge] * len(names))
-    sol2 = np.linalg.solve(x2.T @ x2 + reg2, x2.T @ rest)
+    sol2 = np.linalg.solve(x2.T @ x2 + reg2, x2.T @ rest + reg2 @ np.concatenate([[0.0], effect_prior]))
     c[0] = float(sol2[0])
     effects = {n: float(v) for n, v in zip(names, sol2[1:], strict=True)}
-    return Coefficients(tuple(float(v) for v in c), len(rows), effects)
+    return Coefficients(tuple(float(v) for v in c), max(prior.fitted_on, len(rows)), effects)
