@@ -41,9 +41,22 @@ def target_spec(device_name: str | None = None) -> DeviceSpec:
     return local_spec()
 
 
+def resolve_device_name(name: str) -> str:
+    """The database device a user means: a name with a database file on the search path as it is
+    ('NVIDIA H100 80GB HBM3'), else the device table's name for it ('h100' -> 'NVIDIA H100 SXM')."""
+    from stuning.db import db_file_name, default_search_path
+
+    if name == local_device_name() or any((d / db_file_name(name)).is_file() for d in default_search_path()):
+        return name
+    try:
+        return spec_for(name).name
+    except ValueError:
+        return name
+
+
 def open_db(device_name: str | None = None, **options) -> TuningDB:
     """The tuning database of ``device_name`` (default: this machine's device)."""
-    name = device_name or local_device_name()
+    name = resolve_device_name(device_name) if device_name else local_device_name()
     env = local_environment() if name == local_device_name() else Environment.detect(name)
     return TuningDB.open(name, env=env, **options)
 

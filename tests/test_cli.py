@@ -1,0 +1,74 @@
+"""The stuning command end to end on small problems (model-only strategy, interpreter)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stuning.cli.main import main
+from stuning.ops.selection import SELECTOR
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path / "db"))
+    SELECTOR.reset()
+    yield tmp_path / "db"
+    SELECTOR.reset()
+
+
+def _json(capsys, argv) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _fails(capsys, argv, code: int, needle: str) -> None:
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_demo_json(db_dir, capsys):
+    report = _json(capsys, ["demo", "--json"])
+    assert report["ok"] and not report["measured"]
+    assert {r["op"] for r in report["results"]} == {"spmm", "sddmm", "semi24"}
+    assert all(r["rel_err"] <= r["tolerance"] for r in report["results"])
+
+
+def test_tune_then_db_commands(db_dir, tmp_path, capsys):
+    out = _json(capsys, ["tune", "--strategy", "model", "--device", "h100", "--op", "spmm,semi24",
+                         "--shape", "32x64", "--n", "16", "--sparsity", "0.8", "--dtype", "fp16", "--json"])
+    assert len(out["results"]) == 2 and not any(r["measured"] for r in out["results"])
+    files = _json(capsys, ["db", "ls", "--json"])["files"]
+    assert any(f["device"] == "NVIDIA H100 SXM" and f["entries"] == 2 for f in files)
+    shown = _json(capsys, ["db", "show", "--device", "h100", "--json"])
+    assert {e["op"] for e in shown["entries"].values()} == {"spmm", "semi24"}
+    exported = tmp_path / "export.json"
+    assert _json(capsys, ["db", "export", str(exported), "--device", "h100", "--json"])["entries"] == 2
+    merged = tmp_path / "merged.json"
+    assert _json(capsys, ["db", "merge", str(exported), "--out", str(merged), "--json"])["entries"] == 2
+    assert _json(capsys, ["db", "prune", str(merged), "--json"])["dropped"] == 2  # tuned for another device
+    assert isinstance(_json(capsys, ["db", "misses", "--json"])["misses"], dict)
+
+
+@pytest.mark.parametrize(
+    "argv,code,needle",
+    [
+        (["tune", "--strategy", "model", "--shape", "12x"], 2, "bad shape"),
+        (["tune", "--strategy", "model", "--op", "spgemm"], 2, "unknown op"),
+        (["tune", "--strategy", "model", "--dtype", "fp8"], 2, "unknown dtype"),
+        (["tune", "--strategy", "model", "--sparsity", "100"], 2, "not a fraction"),
+        (["tune", "--shape", "64x64"], 3, "needs a CUDA GPU"),
+        (["db", "merge", "/nonexistent/a.json", "--out", "/tmp/x.json"], 2, "no such database file"),
+        (["calibrate"], 3, "no CUDA device"),
+    ],
+)
+def test_bad_input_one_line_error(db_dir, capsys, argv, code, needle):
+    _fails(capsys, argv, code, needle)
+
+
+def test_corrupt_database_named(db_dir, capsys):
+    db_dir.mkdir(parents=True, exist_ok=True)
+    (db_dir / "triton-interpreter-cpu.json").write_text('{"schema_version": 99}')
+    _fails(capsys, ["db", "show"], 2, "triton-interpreter-cpu.json")

@@ -1,0 +1,113 @@
+"""Tuning end to end in the interpreter, and the run-time chain: exact, nearest, model, heuristic."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+from naive import TOL, assert_close, random_sparse, spmm_ref
+
+import stuning
+from stuning import CSRMatrix
+from stuning.db import DBEntry, TimedConfig, TuningDB
+from stuning.ops.selection import SELECTOR
+from stuning.suite import SpMMCase
+from stuning.tuning.driver import tune_case
+from stuning.tuning.features import spmm_features
+from stuning.tuning.session import key_for, local_environment, open_db
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
+    SELECTOR.reset()
+    yield tmp_path
+    SELECTOR.reset()
+
+
+def test_model_only_tune_end_to_end_in_the_interpreter(db_dir):
+    case = SpMMCase(48, 64, 24, 0.8, 0.4, "bf16")
+    outcome, key = tune_case(case, strategy="model", device_name="h100")
+    assert not outcome.measured and outcome.best_time_us is None and outcome.timed == 0
+    doc = json.loads((db_dir / "nvidia-h100-sxm.json").read_text())
+    entry = doc["entries"][key]
+    assert entry["measured"] is False and entry["best"]["time_us"] is None  # a prediction, labelled so
+    assert entry["best"]["config"] == outcome.best_config.as_dict()
+    assert entry["tuner"]["strategy"] == "model"
+    assert doc["device"]["name"] == "NVIDIA H100 SXM"
+
+
+def test_measuring_strategies_refuse_without_a_gpu(db_dir):
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        tune_case(SpMMCase(16, 32, 8, 0.5, 0.0, "fp32"), strategy="model+optuna")
+
+
+def _put(db: TuningDB, a: CSRMatrix, n: int, config: dict) -> str:
+    f = spmm_features(a, n)
+    key = key_for(f)
+    db.put(DBEntry(op="spmm", dtype=f.dtype, features=dict(f.values), best=TimedConfig(config, 12.5),
+                   top_k=[TimedConfig(config, 12.5)], predicted_us=10.0, measured=True,
+                   tuner={"strategy": "exhaustive", "trials": 1, "seconds": 0.1},
+                   env=local_environment().entry_env()), key)
+    db.save()
+    return key
+
+
+# A config no heuristic or model would pick for these shapes, to see where an answer came from.
+ODD = {"rows": 2, "nnz_step": 8, "block_n": 16, "vec": 1, "swizzle": True, "num_warps": 2, "num_stages": 1}
+
+
+def test_run_time_chain_exact_nearest_model(db_dir, gen):
+    dense = random_sparse(40, 64, 0.25, torch.float32, gen)
+    a = CSRMatrix.from_dense(dense)
+    db = open_db()
+    _put(db, a, 32, ODD)
+    SELECTOR.reset()
+
+    def source(matrix, n):
+        return SELECTOR.choose(spmm_features(matrix, n), key_for(spmm_features(matrix, n)))
+
+    cfg, how = source(a, 32)
+    assert how == "exact" and cfg.as_dict() == ODD
+    cfg, how = source(a, 33)  # another width bucket: the nearest entry, repaired (vec must divide 33)
+    assert how == "nearest" and cfg.rows == 2 and cfg.vec == 1
+    far = CSRMatrix.from_dense(random_sparse(400, 640, 0.9, torch.float32, gen))
+    cfg, how = source(far, 4096)
+    assert how == "model"
+    # The op uses the chosen config and stays correct.
+    b = torch.randn(64, 33, generator=gen)
+    assert_close(stuning.spmm(a, b), spmm_ref(dense, b), TOL[torch.float32], "spmm via nearest entry")
+
+
+def test_heuristic_when_the_model_cannot_answer(db_dir, gen, monkeypatch):
+    a = CSRMatrix.from_dense(random_sparse(24, 32, 0.5, torch.float32, gen))
+    monkeypatch.setenv("STUNING_NO_DB", "1")
+    monkeypatch.setattr(SELECTOR, "model", lambda: (_ for _ in ()).throw(RuntimeError("no model")))
+    f = spmm_features(a, 16)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        cfg, how = SELECTOR.choose(f, key_for(f))
+    assert how == "heuristic"
+    from stuning.tuning.registry import family
+
+    assert cfg == family("spmm").default(f)
+
+
+def test_misses_are_counted_and_listed(db_dir, gen):
+    a = CSRMatrix.from_dense(random_sparse(20, 24, 0.5, torch.float32, gen))
+    stuning.spmm(a, torch.randn(24, 8, generator=gen))
+    db = SELECTOR.db()
+    assert any(m["op"] == "spmm" for m in db.misses().values())
+    db.flush_misses()
+    listed = open_db().load_misses()
+    assert any(m["op"] == "spmm" and m["count"] >= 1 for m in listed.values())
+
+
+def test_corrupt_database_is_a_clear_error(db_dir, gen):
+    (db_dir / "triton-interpreter-cpu.json").write_text("{ not json")
+    a = CSRMatrix.from_dense(random_sparse(20, 24, 0.5, torch.float32, gen))
+    with pytest.raises(ValueError, match="triton-interpreter-cpu.json"):
+        stuning.spmm(a, torch.randn(24, 8, generator=gen))
+    assert (db_dir / "triton-interpreter-cpu.json").read_text() == "{ not json"
