@@ -60,6 +60,25 @@ def launch_shape(programs: int, threads: int, regs_per_thread: int, smem_bytes: 
     )
 
 
+def memory_us(dram_bytes: float, l2_bytes: float, device: DeviceSpec) -> float:
+    """Bytes from device memory and from L2, each at its bandwidth."""
+    return dram_bytes / (device.dram_gbs * 1e3) + l2_bytes / (device.l2_gbs * 1e3)
+
+
+def cuda_core_terms(*, dram: float, l2: float, flops: float, imbalance: float, programs: int, threads: int,
+                    regs: int, device: DeviceSpec) -> CostTerms:
+    """Terms of a gather kernel on CUDA cores (SpMM, SDDMM): fp32 FMAs, no shared memory, and
+    enough loads in flight only from half occupancy up."""
+    launch = launch_shape(programs, threads, regs, 0, device)
+    return CostTerms(
+        mem_us=memory_us(dram, l2, device),
+        compute_us=flops / (device.fp32_tflops * 1e6),
+        imbalance=imbalance,
+        wave_eff=launch.wave_eff,
+        latency=latency_factor(launch.occupancy, 0.5),
+    )
+
+
 def latency_factor(occupancy: float, needed: float) -> float:
     """Below ``needed`` occupancy the memory system is not kept busy: time grows as 1/occupancy."""
     return max(1.0, needed / max(occupancy, 1e-3))

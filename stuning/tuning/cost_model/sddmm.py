@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.sddmm import SDDMMConfig
-from stuning.tuning.cost_model.base import CostTerms, latency_factor, launch_shape, sector_efficiency
+from stuning.tuning.cost_model.base import CostTerms, cuda_core_terms, sector_efficiency
 from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
 
@@ -25,16 +25,8 @@ def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms
     l2 = 2.0 * nnz * k_padded * elt / sector_efficiency(seg)
     if cfg.vec == 1 and elt < 4:
         l2 *= 1.15
-    mem_us = dram / (device.dram_gbs * 1e3) + l2 / (device.l2_gbs * 1e3)
-    compute_us = 2.0 * nnz * k_padded / (device.fp32_tflops * 1e6)
-
     threads = 32 * cfg.num_warps
-    regs = 32 + 3 * cfg.nnz_block * cfg.block_k // threads
-    launch = launch_shape(programs, threads, regs, 0, device)
-    return CostTerms(
-        mem_us=mem_us,
-        compute_us=compute_us,
-        imbalance=imbalance,
-        wave_eff=launch.wave_eff,
-        latency=latency_factor(launch.occupancy, 0.5),
+    return cuda_core_terms(
+        dram=dram, l2=l2, flops=2.0 * nnz * k_padded, imbalance=imbalance, programs=programs, threads=threads,
+        regs=32 + 3 * cfg.nnz_block * cfg.block_k // threads, device=device,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.semi24 import Semi24Config, shared_memory_bytes
-from stuning.tuning.cost_model.base import LAUNCH_US, CostTerms, latency_factor, launch_shape
+from stuning.tuning.cost_model.base import LAUNCH_US, CostTerms, latency_factor, launch_shape, memory_us
 from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
 
@@ -23,7 +23,7 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
     out_bytes = m * n * (4 * split * 2 if split > 1 else elt)  # fp32 partials written and re-read
     dram = w_bytes + x_bytes + out_bytes
     l2 = w_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
-    mem_us = dram / (device.dram_gbs * 1e3) + l2 / (device.l2_gbs * 1e3)
+    mem_us = memory_us(dram, l2, device)
     # Four dots of (BLOCK_M x BLOCK_K/4) x (BLOCK_K/4 x BLOCK_N): dense-equivalent tensor work.
     mma_us = 2.0 * m_pad * k_pad * n_pad / (device.tensor_rate(f.dtype) * 1e-6)
     # The selects rebuilding W_t run on CUDA cores, once per N tile: ~4 ops per dense element.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.spmm import SpMMConfig
-from stuning.tuning.cost_model.base import CostTerms, latency_factor, launch_shape, sector_efficiency
+from stuning.tuning.cost_model.base import CostTerms, cuda_core_terms, sector_efficiency
 from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
 
@@ -47,17 +47,10 @@ def terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostTerms:
     l2 = a_bytes * (n_blocks - 1) + nnz * n_padded * elt / sector_efficiency(seg)
     if cfg.vec == 1 and elt < 4:
         l2 *= 1.15  # narrow loads issue more instructions per byte
-    mem_us = dram / (device.dram_gbs * 1e3) + l2 / (device.l2_gbs * 1e3)
-    compute_us = 2.0 * nnz * n_padded / (device.fp32_tflops * 1e6)
-
     threads = 32 * cfg.num_warps
     tile = cfg.rows * cfg.nnz_step * cfg.block_n
-    regs = 32 + (tile + cfg.rows * cfg.block_n) // threads
-    launch = launch_shape(math.ceil(m / cfg.rows) * n_blocks, threads, regs, 0, device)
-    return CostTerms(
-        mem_us=mem_us,
-        compute_us=compute_us,
-        imbalance=imbalance,
-        wave_eff=launch.wave_eff,
-        latency=latency_factor(launch.occupancy, 0.5),
+    return cuda_core_terms(
+        dram=dram, l2=l2, flops=2.0 * nnz * n_padded, imbalance=imbalance,
+        programs=math.ceil(m / cfg.rows) * n_blocks, threads=threads,
+        regs=32 + (tile + cfg.rows * cfg.block_n) // threads, device=device,
     )
