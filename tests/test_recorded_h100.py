@@ -70,9 +70,11 @@ def _search_ratios(samples, op):
     ratios = []
     for held in sorted({s[0] for s in samples}):
         fitted, test = _held_out(samples, held)
-        table = {c: t for _, c, t in test}
         features = test[0][0]
         space = family(op).space(features, None)
+        # The oracle is the best recorded config of the space the search sees.
+        in_space = set(space)
+        table = {c: t for _, c, t in test if c in in_space}
         ranked = fitted.rank(features, space)
 
         def recorded(config, table=table):
