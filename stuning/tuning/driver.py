@@ -5,16 +5,18 @@ from __future__ import annotations
 import torch
 
 from stuning.kernels.target import interpreting
+from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 from stuning.tuning.objective import KernelObjective
 from stuning.tuning.precompile import precompile
-from stuning.tuning.problems import build_problem
+from stuning.tuning.problems import Problem, build_problem
 from stuning.tuning.registry import family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
 from stuning.tuning.tuner import TuneOutcome, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
+SUITE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def can_measure() -> bool:
@@ -62,31 +64,64 @@ def tune_case(
     interpreter when there is no GPU) before anything is stored.
     """
     require_measuring(strategy)
+    return tune_problem(
+        build_problem(case, seed=seed), strategy=strategy, budget=budget, db=db, device_name=device_name,
+        check=check, precompile_as=case, seed=seed,
+    )
+
+
+def tune_problem(
+    problem: Problem,
+    *,
+    strategy: str = "model+optuna",
+    budget: Budget | None = None,
+    db=None,
+    device_name: str | None = None,
+    check: bool = True,
+    precompile_as=None,
+    seed: int = 0,
+) -> tuple[TuneOutcome, str]:
+    """Tune a built problem (a suite case's, or one on a given matrix such as a model's weight) the
+    way ``tune_case`` does, store the result in ``db`` (saved), and return (outcome, key).
+
+    ``precompile_as``: the suite case whose inputs the parallel precompile workers build; compiled
+    kernels depend on shapes and dtypes only, so a case of the same shape serves a given matrix.
+    """
+    require_measuring(strategy)
     measuring = STRATEGIES[strategy].measures
     if measuring:
         device_name = None
     spec = target_spec(device_name)
     db = db if db is not None else open_db(spec.name if device_name else None)
-    problem = build_problem(case, seed=seed)
+    features = problem.features
     model = model_for(db, spec)
-    seeds = seeds_from_db(db, problem.features)
+    seeds = seeds_from_db(db, features)
     objective = None
     if measuring:
-        objective = KernelObjective(problem.run, problem.reference, problem.features.dtype)
+        objective = KernelObjective(problem.run, problem.reference, features.dtype)
         # The configs the search starts with compile in parallel processes while nothing else runs.
-        fam = family(case.op)
-        first = seeds + [c for c, _ in model.rank(problem.features, fam.space(problem.features))[:PRECOMPILE_TOP]]
-        precompile(case, first, seed=seed)
+        fam = family(features.op)
+        first = seeds + [c for c, _ in model.rank(features, fam.space(features))[:PRECOMPILE_TOP]]
+        precompile(precompile_as or case_like(features), first, seed=seed)
     outcome = tune(
-        problem.features, objective=objective, strategy=strategy, device=spec, model=model,
-        budget=budget, seeds=seeds,
+        features, objective=objective, strategy=strategy, device=spec, model=model, budget=budget, seeds=seeds,
     )
     if check and not measuring:
-        KernelObjective(problem.run, problem.reference, problem.features.dtype).check(outcome.best_config)
-    key = key_for(problem.features)
+        KernelObjective(problem.run, problem.reference, features.dtype).check(outcome.best_config)
+    key = key_for(features)
     db.put(outcome_to_entry(outcome), key)
     db.save()
     return outcome, key
+
+
+def case_like(features: ProblemFeatures):
+    """A suite case with the problem's shapes and dtype (what compiled kernels are specialized on)."""
+    v, dtype = features.values, SUITE_DTYPES[features.dtype]
+    if features.op == "spmm":
+        return SpMMCase(v["m"], v["k"], v["n"], 1.0 - v["density"], v["row_cv"], dtype)
+    if features.op == "semi24":
+        return Semi24Case(v["m"], v["k"], v["n"], dtype)
+    return SDDMMCase(v["m"], v["n"], v["k"], 1.0 - v["density"], dtype)
 
 
 def refit_model(db, device_name: str | None = None) -> dict:
