@@ -1,0 +1,201 @@
+"""``stuning.pretune``: tune every distinct sparse product of a model once, ahead of serving it.
+
+A problem is what the tuning database keys on (op, dtype, shape, bucketed sparsity features, token
+bucket), so layers that share a key (the same projection in every block, pruned alike) are tuned
+once, on the first such layer's weight. Each result is saved as soon as it is found, and problems
+already in the database are skipped: an interrupted run picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from stuning.kernels.target import interpreting
+from stuning.nn.weights import SparseWeight
+from stuning.tuning.registry import TORCH_DTYPES
+
+DEFAULT_TOKENS = (16, 128, 512, 2048)
+
+TUNED, DONE, UNSUPPORTED = "tuned", "skipped", "unsupported"
+
+
+@dataclass
+class PretuneProblem:
+    key: str
+    op: str
+    shape: tuple[int, int]
+    tokens: int
+    dtype: str
+    layers: list[str]  # every layer sharing the key; the first one's weight is what is tuned
+    status: str = ""  # tuned | skipped (already in the database) | unsupported
+    config: dict | None = None
+    measured: bool = False
+    time_us: float | None = None
+    predicted_us: float | None = None
+    seconds: float = 0.0
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "shape": list(self.shape)}
+
+
+@dataclass
+class PretuneReport:
+    strategy: str
+    device: str  # the database's device
+    database: str  # the file written (or that would be)
+    problems: list[PretuneProblem] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(p.status == status for p in self.problems)
+
+    @property
+    def tuned(self) -> int:
+        return self.count(TUNED)
+
+    @property
+    def skipped(self) -> int:
+        return self.count(DONE)
+
+    @property
+    def unsupported(self) -> int:
+        return self.count(UNSUPPORTED)
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "device": self.device, "database": self.database,
+                "seconds": round(self.seconds, 3), "tuned": self.tuned, "skipped": self.skipped,
+                "unsupported": self.unsupported, "problems": [p.to_dict() for p in self.problems]}
+
+
+def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The layers whose weight is a ``SparseWeight`` (``SparseLinear``, and any later sparse layer)."""
+    return [(name, m) for name, m in model.named_modules()
+            if isinstance(getattr(m, "sparse_weight", None), SparseWeight)]
+
+
+def _check_tokens(tokens) -> list[int]:
+    values = [tokens] if isinstance(tokens, int) else list(tokens)
+    if not values or not all(isinstance(t, int) and t > 0 for t in values):
+        raise ValueError(f"pretune: tokens must be positive integers, got {tokens!r}")
+    return sorted(set(values))
+
+
+def _open(db, device_name: str | None):
+    from stuning.db import TuningDB
+    from stuning.tuning.session import open_db
+
+    if isinstance(db, TuningDB):
+        return db
+    if db is None:
+        return open_db(device_name)
+    if isinstance(db, (str, Path)):
+        directory = Path(db)
+        if directory.exists() and not directory.is_dir():
+            raise ValueError(f"pretune: db must be a directory (the database's file goes in it), got file {db}")
+        return open_db(device_name, search_path=[directory], write_dir=directory)
+    raise TypeError(f"pretune: db must be a TuningDB, a directory or None, got {type(db).__name__}")
+
+
+def collect_problems(model: nn.Module, tokens: Iterable[int], dtype: torch.dtype | None = None
+                     ) -> tuple[list[PretuneProblem], dict[str, SparseWeight]]:
+    """The distinct problems of ``model`` at each token count, and the weight each is tuned on."""
+    from stuning.tuning.features import dtype_name
+    from stuning.tuning.session import key_for
+
+    layers = sparse_layers(model)
+    if not layers:
+        raise ValueError("pretune: the model has no sparse layers; run stuning.sparsify(model, ...) first")
+    problems: dict[str, PretuneProblem] = {}
+    weights: dict[str, SparseWeight] = {}
+    for name, layer in layers:
+        w: SparseWeight = layer.sparse_weight
+        wanted = dtype or w.dtype
+        for t in tokens:
+            features = w.features(t, wanted)
+            key = key_for(features)
+            if key in problems:
+                problems[key].layers.append(name)
+                continue
+            problems[key] = PretuneProblem(key, w.op, w.shape, t, dtype_name(wanted), [name])
+            weights[key] = w
+            if wanted not in w.kernel_dtypes:
+                problems[key].status = UNSUPPORTED
+                problems[key].note = f"the {w.format} kernel has no {wanted} version"
+    return list(problems.values()), weights
+
+
+def pretune(model: nn.Module, *, tokens: Iterable[int] | int = DEFAULT_TOKENS, db=None, budget=None,
+            strategy: str = "model+optuna", device: str | None = None, dtype: torch.dtype | None = None,
+            check: bool = True, progress: bool = True, seed: int = 0) -> PretuneReport:
+    """Tune the sparse layers of ``model`` (see ``stuning.sparsify``) at each token count in ``tokens``.
+
+    ``db``: a ``TuningDB``, a directory (its database file for the device is read and written; point
+    ``$STUNING_DB_DIR`` at it when serving), or ``None`` for the device's default database.
+    ``budget``: a ``stuning.tuning.search.Budget`` per problem (default: the tuner's). ``strategy``:
+    ``model`` (no GPU needed: stores the cost model's prediction), ``model+optuna`` or ``exhaustive``
+    (both time kernels on this GPU). ``device``: the target of ``model`` tuning (e.g. ``"h100"``).
+    ``dtype``: tune as if the weights were of this dtype (e.g. an fp32 model to be served in fp16).
+    ``check`` runs each chosen config once against a reference before it is stored.
+    """
+    from stuning.ops.selection import SELECTOR
+    from stuning.tuning.driver import can_measure, require_measuring
+    from stuning.tuning.search import STRATEGIES
+    from stuning.tuning.session import target_spec
+
+    require_measuring(strategy)
+    measuring = STRATEGIES[strategy].measures
+    token_list = _check_tokens(tokens)
+    problems, weights = collect_problems(model, token_list, dtype)
+    device_name = target_spec(device).name if device and not measuring else None
+    tuning_db = _open(db, device_name)
+    report = PretuneReport(strategy, tuning_db.device_name, str(tuning_db.write_path), problems)
+    run_device = "cuda" if can_measure() else "cpu"
+    can_check = check and (can_measure() or interpreting())
+    start = time.perf_counter()
+    with _progress(progress) as bar:
+        task = bar.add_task(f"pretune ({strategy})", total=len(problems))
+        for p in problems:
+            bar.update(task, description=f"{p.layers[0]} {p.op} n={p.tokens}")
+            if p.status != UNSUPPORTED:
+                _tune_one(p, weights[p.key], tuning_db, measuring, strategy=strategy, budget=budget,
+                          device_name=device_name, check=can_check, run_device=run_device, seed=seed)
+            bar.advance(task)
+    report.seconds = time.perf_counter() - start
+    if report.tuned:
+        # Forget the configs chosen before this run, so the layers look the new entries up.
+        SELECTOR.reset()
+        for _, layer in sparse_layers(model):
+            layer.sparse_weight.matrix.cache.clear()
+    return report
+
+
+def _tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, **options) -> None:
+    from stuning.tuning.driver import tune_problem
+
+    held = db.get(p.key)
+    # A stored prediction does not answer a measuring run; a measurement answers any run.
+    if held is not None and (held.measured or not measuring):
+        p.status, p.config, p.measured = DONE, dict(held.best.config), held.measured
+        p.time_us, p.predicted_us = held.best.time_us, held.predicted_us
+        return
+    problem = weight.tuning_problem(p.tokens, dtype=TORCH_DTYPES[p.dtype], device=run_device, seed=options["seed"])
+    outcome, key = tune_problem(problem, db=db, **options)
+    if key != p.key:
+        raise RuntimeError(f"pretune: the problem tuned under {key}, not {p.key}: features differ on {run_device}")
+    p.status, p.config, p.measured = TUNED, outcome.best_config.as_dict(), outcome.measured
+    p.time_us, p.predicted_us, p.seconds = outcome.best_time_us, outcome.predicted_us, round(outcome.seconds, 3)
+
+
+def _progress(enabled: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True, quiet=not enabled), transient=False)

@@ -1,0 +1,235 @@
+"""A layer's sparse weight in one format: its tensors, its kernel, its tuning problems, its PyTorch twin.
+
+Layers (``SparseLinear`` now, a convolution later) hold their weight as plain tensors (module buffers)
+and wrap them in a ``SparseWeight``, which knows, for its format, how to compress a dense weight, how
+to run ``W @ X`` through the Triton kernel and through PyTorch, and what the tuner's features are
+for ``W @ X`` with N columns. Everything a forward needs per call is computed here once.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import ABC, abstractmethod
+
+import torch
+
+from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.kernels import spmm as spmm_kernel
+from stuning.ops import semi24_mm, spmm
+from stuning.ops.inputs import tuned_config
+from stuning.tuning.features import ProblemFeatures, alignment, semi24_features, spmm_features
+
+
+class SparseWeight(ABC):
+    """An M x K weight in one sparse format, built on the tensors a module holds as buffers."""
+
+    format: str  # the name users pass: "csr", "2:4"
+    op: str  # the tuning database's op for W @ X
+    buffer_names: tuple[str, ...]
+    kernel_dtypes: tuple[torch.dtype, ...]
+
+    def __init__(self, tensors: dict[str, torch.Tensor], shape: tuple[int, int]):
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.matrix = self._wrap(tensors)
+        self._torch_operand: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------------------ construction
+    @classmethod
+    @abstractmethod
+    def compress(cls, dense: torch.Tensor, *, sparsity: float | None, **options) -> dict[str, torch.Tensor]:
+        """The buffers of ``dense`` in this format, magnitude-pruned first if ``sparsity`` is given."""
+
+    @classmethod
+    @abstractmethod
+    def empty(cls, shape: tuple[int, int], *, dtype, device, **options) -> dict[str, torch.Tensor]:
+        """The buffers of an all-zero weight (what ``load_state_dict`` fills)."""
+
+    @abstractmethod
+    def _wrap(self, tensors: dict[str, torch.Tensor]):
+        """The stuning matrix over the buffers (no copy)."""
+
+    # ---------------------------------------------------------------------------------- queries
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.matrix.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.matrix.device
+
+    def nonzeros(self) -> int:
+        """Stored values that are not zero (padding and the zeros of sparse 2:4 groups excluded)."""
+        return int((self.matrix.values != 0).sum())
+
+    def sparse_bytes(self) -> int:
+        return self.matrix.nbytes()
+
+    def dense_bytes(self) -> int:
+        return self.shape[0] * self.shape[1] * self.matrix.values.element_size()
+
+    def to_dense(self) -> torch.Tensor:
+        return self.matrix.to_dense()
+
+    def describe(self) -> str:
+        m, k = self.shape
+        return f"format={self.format!r}, sparsity={1 - self.nonzeros() / max(1, m * k):.1%}"
+
+    # -------------------------------------------------------------------------------- computing
+    @abstractmethod
+    def features(self, n: int, dtype: torch.dtype | None = None) -> ProblemFeatures:
+        """The tuner's features of ``W @ X`` for X with ``n`` columns (no host synchronization)."""
+
+    @abstractmethod
+    def _launch(self, x: torch.Tensor, config) -> torch.Tensor:
+        """``W @ X`` through the stuning op with an explicit config."""
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """``W @ X`` (X: K x N) with the Triton kernel; the config is chosen once per token bucket."""
+        n = x.shape[1]
+        config = tuned_config(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
+        return self._launch(x, config)
+
+    def torch_matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """``W @ X`` with PyTorch's sparse CSR product, fp32 where the device has none in this dtype.
+
+        Returns fp32 or the weight's dtype; the caller rounds once, as the kernels do.
+        """
+        operand = self._torch_operand
+        if operand is None:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Sparse", UserWarning)  # "beta", "invariant checks"
+                operand = self._torch_operand = self._to_torch_csr()
+        return torch.sparse.mm(operand, x.to(operand.dtype))
+
+    def _to_torch_csr(self) -> torch.Tensor:
+        return self.to_dense().to(torch_compute_dtype(self.dtype, self.device)).to_sparse_csr()
+
+    def tuning_problem(self, n: int, *, dtype: torch.dtype | None = None, device=None, seed: int = 0):
+        """A ``stuning.tuning.problems.Problem`` of ``W @ X`` on this very weight: random X (K x N),
+        a run per config through the public op, and an fp32 reference."""
+        from stuning.tuning.problems import Problem
+
+        dtype = dtype or self.dtype
+        weight = self.cast(dtype=dtype, device=device)
+        gen = torch.Generator(device=weight.device).manual_seed(seed)
+        x = torch.randn(self.shape[1], n, generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
+        reference = weight.to_dense().float() @ x.float()
+        return Problem(None, weight.features(n), lambda c: weight._launch(x, c), reference, {"w": weight, "x": x})
+
+    def cast(self, *, dtype=None, device=None) -> SparseWeight:
+        """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""
+        dtype, device = dtype or self.dtype, torch.device(device) if device is not None else self.device
+        if dtype == self.dtype and device == self.device:
+            return self
+        tensors = {name: getattr(self.matrix, name).to(device) for name in self.buffer_names}
+        tensors["values"] = tensors["values"].to(dtype)
+        return type(self)(tensors, self.shape, **self._options())
+
+    def _options(self) -> dict:
+        return {}
+
+
+class CSRWeight(SparseWeight):
+    """Unstructured sparsity: rows in CSR, multiplied by ``stuning.spmm``."""
+
+    format = "csr"
+    op = "spmm"
+    buffer_names = ("crow", "col", "values")
+    kernel_dtypes = spmm_kernel.SUPPORTED_DTYPES
+
+    def __init__(self, tensors, shape, *, pad_to: int = 1, validate: bool = False):
+        self.pad_to = pad_to
+        self._validate = validate
+        super().__init__(tensors, shape)
+
+    @classmethod
+    def compress(cls, dense, *, sparsity=None, pad_to: int = 1):
+        if sparsity is not None:
+            dense = magnitude_prune(dense, sparsity)
+        a = CSRMatrix.from_dense(dense, pad_to=pad_to)
+        return {"crow": a.crow, "col": a.col, "values": a.values}
+
+    @classmethod
+    def empty(cls, shape, *, dtype, device, pad_to: int = 1):
+        return {
+            "crow": torch.zeros(shape[0] + 1, dtype=torch.int32, device=device),
+            "col": torch.zeros(0, dtype=torch.int32, device=device),
+            "values": torch.zeros(0, dtype=dtype, device=device),
+        }
+
+    def _wrap(self, tensors):
+        a = CSRMatrix(tensors["crow"], tensors["col"], tensors["values"], self.shape, pad_to=self.pad_to,
+                      validate=self._validate)
+        a.row_order()  # computed now, on the device, so no forward (or graph capture) has to
+        # Row statistics read the row lengths on the host: once here, never in a forward.
+        self._base_features = spmm_features(a, 1) if a.dtype in spmm_kernel.SUPPORTED_DTYPES else None
+        return a
+
+    def features(self, n, dtype=None):
+        if self._base_features is None or (dtype is not None and dtype != self.dtype):
+            return spmm_features(self.matrix, n, dtype)
+        return self._base_features.with_values(n=n, n_align=alignment(n))
+
+    def _launch(self, x, config):
+        return spmm(self.matrix, x, config=config)
+
+    def _to_torch_csr(self):
+        a = self.matrix
+        values = a.values.to(torch_compute_dtype(self.dtype, self.device))
+        return torch.sparse_csr_tensor(a.crow, a.col, values, self.shape)
+
+    def _options(self):
+        return {"pad_to": self.pad_to}
+
+
+class Semi24Weight(SparseWeight):
+    """2:4 semi-structured sparsity, multiplied by ``stuning.semi24_mm`` (fp16 and bf16)."""
+
+    format = "2:4"
+    op = "semi24"
+    buffer_names = ("values", "meta")
+    kernel_dtypes = semi24_kernel.SUPPORTED_DTYPES
+
+    @classmethod
+    def compress(cls, dense, *, sparsity=None):
+        if sparsity not in (None, 0.5):
+            raise ValueError(f"2:4 keeps 2 of every 4 weights (sparsity 0.5); got sparsity={sparsity}")
+        try:
+            w = Semi24Matrix.from_dense(dense, prune=sparsity is not None, pad=True)
+        except ValueError as e:
+            raise ValueError(f"{e} (or sparsity=0.5 to prune to 2:4 by magnitude)") from None
+        return {"values": w.values, "meta": w.meta}
+
+    @classmethod
+    def empty(cls, shape, *, dtype, device):
+        k_stored = (shape[1] + 3) // 4 * 4
+        words = (k_stored // 2 + 15) // 16
+        return {
+            "values": torch.zeros(shape[0], k_stored // 2, dtype=dtype, device=device),
+            "meta": torch.zeros(shape[0], words, dtype=torch.int32, device=device),
+        }
+
+    def _wrap(self, tensors):
+        return Semi24Matrix(tensors["values"], tensors["meta"], self.shape)
+
+    def features(self, n, dtype=None):
+        return semi24_features(self.shape[0], self.shape[1], n, dtype or self.dtype)
+
+    def _launch(self, x, config):
+        return semi24_mm(self.matrix, x, config=config)
+
+
+def torch_compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype PyTorch's sparse product runs in: CPU sparse kernels (MKL) have no fp16/bf16 one."""
+    return torch.float32 if device.type == "cpu" and dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+FORMATS: dict[str, type[SparseWeight]] = {"csr": CSRWeight, "2:4": Semi24Weight}
+PATTERN_FORMATS = {"unstructured": "csr", "csr": "csr", "2:4": "2:4"}
+
+
+def weight_format(name: str) -> type[SparseWeight]:
+    if name not in FORMATS:
+        raise ValueError(f"unknown sparse format {name!r}; use one of {sorted(FORMATS)}")
+    return FORMATS[name]
