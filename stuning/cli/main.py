@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from stuning.cli import calibrate, db, tune
+from stuning.cli import bench, calibrate, db, sweep, tune
 from stuning.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
 
 
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.register(sub)
     db.register(sub)
     calibrate.register(sub)
+    bench.register(sub)
+    sweep.register(sub)
     return parser
 
 
