@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from stuning.cli import bench, calibrate, db, sweep, tune
+from stuning.cli import bench, calibrate, db, pretune, sweep, tune
 from stuning.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
 
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.register(sub)
     bench.register(sub)
     sweep.register(sub)
+    pretune.register(sub)
     return parser
 
 

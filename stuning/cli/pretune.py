@@ -1,0 +1,127 @@
+"""``stuning pretune``: sparsify a model's weights and tune their sparse products ahead of serving."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from stuning.cli.errors import EXIT_NO_GPU, EXIT_OK, CLIError
+from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
+from stuning.cli.problems import _fraction, _split
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "pretune", help="sparsify a model's weights and tune every distinct sparse product into the database",
+        description="Build a model (--model) or read its weights (--weights), sparsify its linear layers as "
+        "stuning.sparsify does, and tune each distinct (op, shape, sparsity, dtype, tokens) problem once. "
+        "Problems already in the database are skipped, so an interrupted run resumes.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="MODULE:FUNCTION",
+                        help="a callable building the nn.Module, e.g. stuning.nn.examples:bert_encoder")
+    source.add_argument("--weights", metavar="FILE", type=Path,
+                        help="a safetensors or torch state-dict file; its 2-D *.weight tensors are the layers")
+    p.add_argument("--sparsity", default=None,
+                   help="magnitude-prune each weight to this fraction of zeros (2:4 takes 0.5); "
+                   "default: keep the zeros the weights have")
+    p.add_argument("--pattern", default="unstructured", choices=["unstructured", "2:4"])
+    p.add_argument("--tokens", default="16,128,512,2048", help="token counts (columns of X) to tune for")
+    p.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="serve in this dtype (default: the weights')")
+    p.add_argument("--min-size", type=int, default=None, help="leave weights with fewer entries dense")
+    p.add_argument("--skip", default="*embed*", help="comma-separated layer-name globs to leave dense")
+    p.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
+    p.add_argument("--trials", type=int, default=None, help="configs to time per problem (default: ~10%% of the space)")
+    p.add_argument("--seconds", type=float, default=None, help="time limit per problem")
+    p.add_argument("--device", default=None, help="target device for --strategy model (e.g. h100, a100)")
+    p.add_argument("--db", default=None, metavar="DIR",
+                   help="database directory to read and write (default: the device's; serve with STUNING_DB_DIR=DIR)")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not run each chosen config against a reference (slow in the CPU interpreter)")
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    p.set_defaults(func=run)
+
+
+def build_model(spec: str):
+    """The nn.Module that ``module:function`` builds."""
+    from torch import nn
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CLIError(f"--model {spec!r}: write it as module:function, e.g. stuning.nn.examples:bert_encoder")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a model file beside the user, as `python -m` would find it
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise CLIError(f"--model: cannot import module {module_name!r} ({e})") from None
+    builder = getattr(module, attr, None)
+    if not callable(builder):
+        raise CLIError(f"--model: module {module_name!r} has no callable {attr!r}")
+    model = builder()
+    if not isinstance(model, nn.Module):
+        raise CLIError(f"--model: {spec} returned a {type(model).__name__}, not an nn.Module")
+    return model
+
+
+def _load_model(args):
+    if args.model:
+        return build_model(args.model)
+    from stuning.nn.checkpoint import linears_from_weights, load_weights
+
+    if not args.weights.is_file():
+        raise CLIError(f"no such weights file: {args.weights}")
+    return linears_from_weights(load_weights(args.weights))
+
+
+def run(args) -> int:
+    import torch
+
+    from stuning.nn import pretune, sparsify
+    from stuning.nn.sparsify import DEFAULT_MIN_SIZE
+    from stuning.tuning.driver import require_measuring
+    from stuning.tuning.search import Budget
+
+    tokens = _split(args.tokens, "tokens", int)
+    if any(t <= 0 for t in tokens):
+        raise CLIError(f"--tokens values must be positive, got {args.tokens!r}")
+    sparsity = None if args.sparsity is None else _fraction(args.sparsity)
+    if args.trials is not None and args.trials < 1:
+        raise CLIError("--trials must be at least 1")
+    try:
+        require_measuring(args.strategy)
+    except RuntimeError as e:
+        raise CLIError(str(e), EXIT_NO_GPU) from None
+    if args.db is not None and Path(args.db).exists() and not Path(args.db).is_dir():
+        raise CLIError(f"--db must be a directory, got the file {args.db}")
+    model = _load_model(args)
+    if args.dtype:
+        model = model.to(getattr(torch, DTYPES[args.dtype]))
+    skip = [g.strip() for g in args.skip.split(",") if g.strip()]
+    min_size = DEFAULT_MIN_SIZE if args.min_size is None else args.min_size
+    sparse = sparsify(model, sparsity=sparsity, pattern=args.pattern, min_size=min_size, skip=skip)
+    if not sparse.layers:
+        raise CLIError(f"no layer to sparsify: all {len(sparse.skipped)} were skipped (see --min-size, --skip)")
+    budget = None
+    if args.trials is not None or args.seconds is not None:
+        budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
+    tuned = pretune(model, tokens=tokens, db=args.db, budget=budget, strategy=args.strategy, device=args.device,
+                    check=not args.no_check, progress=not args.json)
+    if args.json:
+        print_json({"sparsify": sparse.to_dict(), "pretune": tuned.to_dict()})
+        return EXIT_OK
+    con = console()
+    con.print(sparse.table())
+    rows = [[p.layers[0] + (f" (+{len(p.layers) - 1})" if len(p.layers) > 1 else ""), p.op,
+             "x".join(map(str, p.shape)), p.tokens, p.dtype, p.status, fmt_config(p.config or {}) or p.note,
+             fmt_us(p.time_us), fmt_us(p.predicted_us)] for p in tuned.problems]
+    con.print(table(f"pretune for {tuned.device} ({tuned.strategy})",
+                    ["layer", "op", "shape", "tokens", "dtype", "status", "config", "measured us", "predicted us"],
+                    rows))
+    con.print(f"{tuned.tuned} tuned, {tuned.skipped} already in the database, {tuned.unsupported} unsupported, "
+              f"in {tuned.seconds:.1f} s; database: {tuned.database}")
+    return EXIT_OK
