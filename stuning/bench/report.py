@@ -192,15 +192,20 @@ def _pyplot():
     return plt
 
 
-def _speedup_axis(ax, log_n: bool) -> None:
+def _plain_ticks(axis) -> None:
+    # A log axis over less than a decade otherwise labels its minor ticks in scientific notation.
     from matplotlib.ticker import FuncFormatter
 
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
+def _speedup_axis(ax, log_n: bool) -> None:
     ax.axhline(1.0, color="gray", lw=0.8, ls="--")
     ax.set_yscale("log")
     if log_n:
         ax.set_xscale("log", base=2)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    _plain_ticks(ax.yaxis)
     ax.grid(True, which="both", alpha=0.3)
 
 
@@ -275,7 +280,7 @@ def plot_per_shape(df: pd.DataFrame, op: str, path: Path) -> Path:
             if by_n:
                 ns = sorted(sel["n"].unique())
                 ax.set_xticks(ns, [str(int(n)) for n in ns])
-                ax.xaxis.set_minor_formatter(lambda v, _: "")
+                _plain_ticks(ax.xaxis)
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("N" if by_n else "sparsity (%)", fontsize=8)
             if j == 0:
@@ -343,6 +348,8 @@ def plot_sweep(df: pd.DataFrame, path: Path) -> Path | None:
         left.scatter(d["predicted_us"], d["time_us"], s=12, alpha=0.6, label=op)
     left.set_xscale("log")
     left.set_yscale("log")
+    _plain_ticks(left.xaxis)
+    _plain_ticks(left.yaxis)
     left.set_xlabel("predicted us (cost model)")
     left.set_ylabel("measured us" + (" (interpreter wall clock)" if interpreter_note(df) else ""))
     left.set_title("model against measurement")
@@ -356,6 +363,7 @@ def plot_sweep(df: pd.DataFrame, path: Path) -> Path | None:
         heur = g["heuristic"].to_numpy()
         right.scatter(x[heur], rel[heur], marker="*", s=80, color=line.get_color(), zorder=3)
     right.set_yscale("log")
+    _plain_ticks(right.yaxis)
     right.set_xlabel("config, fastest first")
     right.set_ylabel("time / best time")
     right.set_title("each problem's configs (star: heuristic)")

@@ -119,8 +119,15 @@ def tidy(rows: list[dict], env: dict) -> pd.DataFrame:
     df["speedup_vs_heuristic"] = heuristic_us.transform("min") / df["time_us"].where(ok)
     lead = ["op", "name", "dtype", "m", "k", "n", "sparsity", "skew_cv", "family", "nnz", "space", "config",
             "source", "heuristic", "status", "time_us", "predicted_us", "rank", "model_rank", "speedup_vs_heuristic",
-            "timing", "message"]
-    cols = [c for c in lead if c in df] + [c for c in df if c not in lead]
+            "timing", "message", "seconds"]
+    params = [c for c in df if c.startswith("cfg_")]
+    for c in [*params, "rank", "model_rank"]:
+        # Integers stay integers where some rows lack them (other ops' parameters, failed configs).
+        values = df[c].dropna()
+        if len(values) and all(isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
+                               for v in values):
+            df[c] = df[c].astype("Int64")
+    cols = [c for c in lead if c in df] + params + [c for c in df if c not in lead and c not in params]
     return df[cols].sort_values(["op", "name", "rank", "model_rank"], kind="stable").reset_index(drop=True)
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import warnings
 from pathlib import Path
 
 from stuning.bench.sweep import RANKS
 from stuning.cli.bench import add_db_option, command_line, database_dir
 from stuning.cli.errors import EXIT_FAILED, EXIT_OK, CLIError
-from stuning.cli.output import console, fmt_us, print_json, progress, table
+from stuning.cli.output import console, fmt_config, fmt_us, print_json, progress, table
 from stuning.cli.problems import add_problem_args, cases_from_args
 
 
@@ -100,7 +101,8 @@ def _print_summary(con, summary, model_device: str, note: str) -> None:
         ratio = s.get("best_vs_heuristic")
         rows.append([s["name"], f"{s['ok']}/{s['configs']}", fmt_us(_value(s.get("best_us"))),
                      fmt_us(_value(s.get("heuristic_us"))), "-" if _value(ratio) is None else f"{ratio:.2f}x",
-                     fmt_us(_value(s.get("model_pick_us"))), s.get("best_config") or "-"])
+                     fmt_us(_value(s.get("model_pick_us"))),
+                     fmt_config(json.loads(s["best_config"])) if s.get("best_config") else "-"])
     title = f"config sweep (model predicts for {model_device})" + (f"\n[yellow]{note}[/]" if note else "")
     con.print(table(title, ["problem", "ok/run", "best us", "heuristic us", "best vs heuristic", "model pick us",
                             "best config"], rows))
