@@ -139,7 +139,7 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
         raise ValueError(f"sparsify: sparsity must be a fraction of zeros in [0, 1), got {sparsity}")
     options = {"backend": backend, "pad_to": pad_to}
     if type(model) in CONVERTERS:
-        raise ValueError(f"sparsify: the model is itself an {type(model).__name__}; replace it yourself, "
+        raise ValueError(f"sparsify: the model is a single {type(model).__name__} layer; replace it yourself, "
                          "e.g. with SparseLinear.from_linear")
     skipped_by_rule = _skip_rule(skip)
     report = SparsifyReport()
@@ -165,7 +165,8 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
         report.layers.append(LayerReport(name, type(module).__name__, tuple(weight.shape), w.format,
                                          sparse.sparsity, w.dense_bytes(), w.sparse_bytes()))
     for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
+        # Not named_children(): it lists a module held twice by one parent only once.
+        for child_name, child in list(parent._modules.items()):
             if id(child) in replaced:
                 setattr(parent, child_name, replaced[id(child)])
     return report

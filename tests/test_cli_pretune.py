@@ -1,0 +1,90 @@
+"""``stuning pretune`` end to end on tiny models (model-only strategy, interpreter), and its errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from stuning.cli.main import main
+from stuning.nn.examples import tiny_mlp
+from stuning.ops.selection import SELECTOR
+
+TINY = ["--min-size", "0", "--tokens", "16,40", "--strategy", "model", "--device", "h100"]
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path / "default"))
+    SELECTOR.reset()
+    yield tmp_path / "db"
+    SELECTOR.reset()
+
+
+def _json(capsys, argv) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_model_json_then_resumed(db_dir, capsys):
+    argv = ["pretune", "--model", "stuning.nn.examples:tiny_mlp", "--sparsity", "0.8", *TINY, "--db", str(db_dir),
+            "--json"]
+    out = _json(capsys, argv)
+    assert out["sparsify"]["totals"]["layers"] == 3
+    # gate_proj and up_proj share a shape and a bucketed sparsity: 2 shapes x 2 token counts.
+    assert out["pretune"]["tuned"] == 4 and out["pretune"]["skipped"] == 0
+    assert out["pretune"]["database"] == str(db_dir / "nvidia-h100-sxm.json")
+    again = _json(capsys, argv)["pretune"]
+    assert again["tuned"] == 0 and again["skipped"] == 4
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_weights_file_2_4_tables(db_dir, tmp_path, capsys, suffix):
+    state = tiny_mlp().half().state_dict()
+    path = tmp_path / f"mlp{suffix}"
+    if suffix == ".safetensors":
+        from safetensors.torch import save_file
+
+        save_file(state, str(path))
+    else:
+        torch.save(state, path)
+    assert main(["pretune", "--weights", str(path), "--pattern", "2:4", "--sparsity", "0.5", *TINY,
+                 "--db", str(db_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "layers.0.down_proj" in out and "semi24" in out and "4 tuned" in out
+
+
+@pytest.mark.parametrize(
+    "argv,code,needle",
+    [
+        (["--model", "no_such_module:build"], 2, "cannot import module 'no_such_module'"),
+        (["--model", "stuning.nn.examples:nothing"], 2, "has no callable 'nothing'"),
+        (["--model", "stuning.nn.examples"], 2, "write it as module:function"),
+        (["--weights", "/nonexistent/model.safetensors"], 2, "no such weights file"),
+        (["--model", "stuning.nn.examples:tiny_mlp", "--tokens", "16,lots"], 2, "--tokens: cannot read"),
+        (["--model", "stuning.nn.examples:tiny_mlp", "--tokens", "16,-4"], 2, "must be positive"),
+        (["--model", "stuning.nn.examples:tiny_mlp", "--pattern", "2:4", "--min-size", "0"], 2, "not 2:4 sparse"),
+        (["--model", "stuning.nn.examples:tiny_mlp", "--min-size", "100000"], 2, "no layer to sparsify"),
+    ],
+)
+def test_bad_input_one_line_error(db_dir, capsys, argv, code, needle):
+    assert main(["pretune", *argv, "--strategy", "model"]) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_measuring_without_a_gpu_and_corrupt_database(db_dir, tmp_path, capsys):
+    if not torch.cuda.is_available():
+        assert main(["pretune", "--model", "stuning.nn.examples:tiny_mlp"]) == 3
+        assert "needs a CUDA GPU" in capsys.readouterr().err
+    db_dir.mkdir()
+    (db_dir / "nvidia-h100-sxm.json").write_text("{not json")
+    assert main(["pretune", "--model", "stuning.nn.examples:tiny_mlp", "--sparsity", "0.8", *TINY,
+                 "--db", str(db_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nvidia-h100-sxm.json" in err, err
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"\x00not a checkpoint")
+    assert main(["pretune", "--weights", str(garbage), "--strategy", "model"]) == 2
+    assert "cannot read weights file" in capsys.readouterr().err

@@ -1,0 +1,109 @@
+"""pretune: one tuning per distinct database key, resumable, and what the layers then look up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import stuning
+import stuning.tuning.driver as driver
+from stuning.nn.examples import tiny_encoder
+from stuning.ops.selection import SELECTOR
+from stuning.tuning.session import key_for
+
+TOKENS = [16, 40]
+
+
+@pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
+    SELECTOR.reset()
+    yield tmp_path
+    SELECTOR.reset()
+
+
+def _twin_model() -> nn.Module:
+    """Two layers with the same weight (one database key per token count) and a different one."""
+    first = nn.Linear(64, 64)
+    model = nn.Sequential(first, nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 48))
+    model[2].load_state_dict(first.state_dict())
+    stuning.sparsify(model, sparsity=0.8, min_size=0)
+    return model
+
+
+def _entries(path) -> dict:
+    return json.loads(path.read_text())["entries"]
+
+
+def test_tunes_each_key_once_then_skips_everything(db_dir):
+    model = _twin_model()
+    report = stuning.pretune(model, tokens=TOKENS, strategy="model", device="h100", progress=False)
+    assert (report.tuned, report.skipped, report.unsupported) == (4, 0, 0)
+    shared = [p for p in report.problems if p.shape == (64, 64)]
+    assert all(p.layers == ["0", "2"] for p in shared) and {p.tokens for p in shared} == set(TOKENS)
+    stored = _entries(db_dir / "nvidia-h100-sxm.json")
+    assert set(stored) == {p.key for p in report.problems}
+    assert all(not e["measured"] and e["tuner"]["strategy"] == "model" for e in stored.values())
+
+    again = stuning.pretune(model, tokens=TOKENS, strategy="model", device="h100", progress=False)
+    assert (again.tuned, again.skipped) == (0, 4)
+    assert [p.config for p in again.problems] == [p.config for p in report.problems]
+
+
+def test_an_interrupted_run_keeps_what_it_finished(db_dir, monkeypatch):
+    model = tiny_encoder()
+    stuning.sparsify(model, sparsity=0.8, min_size=0)
+    real = driver.tune_problem
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "tune_problem", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        stuning.pretune(model, tokens=TOKENS, db=db_dir / "mine", strategy="model", progress=False)
+    (written,) = (db_dir / "mine").glob("*.json")
+    assert len(_entries(written)) == 1
+    monkeypatch.setattr(driver, "tune_problem", real)
+    resumed = stuning.pretune(model, tokens=TOKENS, db=db_dir / "mine", strategy="model", progress=False)
+    assert resumed.skipped == 1 and resumed.tuned == len(resumed.problems) - 1
+    assert len(_entries(written)) == len(resumed.problems)
+
+
+def test_layers_look_up_the_tuned_entries(db_dir):
+    model = _twin_model()
+    stuning.pretune(model, tokens=[16], strategy="model", progress=False, check=False)  # this device's db
+    weight = model[0].sparse_weight
+    features = weight.features(16)
+    assert SELECTOR.choose(features, key_for(features))[1] == "exact"
+    with torch.no_grad():
+        assert model(torch.randn(16, 64)).shape == (16, 48)
+
+
+def test_unsupported_dtypes_are_reported_not_tuned(db_dir):
+    model = nn.Sequential(nn.Linear(64, 32))
+    stuning.sparsify(model, sparsity=0.5, pattern="2:4", min_size=0)
+    report = stuning.pretune(model, tokens=[16], strategy="model", progress=False)
+    assert report.unsupported == 1 and "no torch.float32" in report.problems[0].note
+    half = stuning.pretune(model, tokens=[16], strategy="model", dtype=torch.float16, progress=False)
+    assert half.tuned == 1 and half.problems[0].dtype == "float16"
+
+
+@pytest.mark.parametrize(
+    "model,kwargs,error,match",
+    [
+        (nn.Sequential(nn.Linear(8, 8)), {}, ValueError, "no sparse layers"),
+        (None, {"tokens": [0, 16]}, ValueError, "positive integers"),
+        pytest.param(None, {"strategy": "model+optuna"}, RuntimeError, "needs a CUDA GPU",
+                     marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU can measure")),
+    ],
+)
+def test_bad_requests_raise(db_dir, model, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        stuning.pretune(model or _twin_model(), **{"strategy": "model", "progress": False, **kwargs})
