@@ -23,6 +23,15 @@ WALL_CLOCK = "perf_counter"  # the `timing` of a result taken through the interp
 WALL_CLOCK_NOTE = "no GPU: wall clock through Triton's interpreter, not a GPU time"
 
 
+def timing_label(on_gpu: bool, *, per_row: bool) -> str:
+    """How a run's times were taken, in words: rows of implementations (bench) or single configs (sweep)."""
+    if not on_gpu:
+        return "interpreter: wall clock of Triton's interpreter on the CPU, not GPU times"
+    if per_row:
+        return "GPU: do_bench medians (L2 flushed) or CUDA-graph replays, one method per row"
+    return f"GPU: do_bench medians (L2 flushed), CUDA-graph replays for configs under {GRAPH_BELOW_US:g} us"
+
+
 @dataclass(frozen=True)
 class TimerSettings:
     graph_below_us: float = GRAPH_BELOW_US

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -160,7 +161,7 @@ def run(args) -> int:
 
     from stuning.bench.report import geomean_table, json_records, results_frame, timed_rows, write_results
     from stuning.bench.runner import BenchSettings, environment, run_cases, select_cases
-    from stuning.bench.timer import RowTimer
+    from stuning.bench.timer import RowTimer, timing_label
     from stuning.kernels.target import interpreting
 
     ops, filters = _ops(args.ops), _filters(args)
@@ -210,7 +211,7 @@ def run(args) -> int:
     wrong = int((~df["ok"].astype(bool)).sum()) if "ok" in df else 0
     geomeans = geomean_table(timed_rows(df), ["op", "dtype"]) if len(timed_rows(df)) else None
     if args.json:
-        print_json({"device": env["device"], "timing": _timing_label(on_gpu), "configs": args.configs,
+        print_json({"device": env["device"], "timing": timing_label(on_gpu, per_row=True), "configs": args.configs,
                     "cases": len(df), "wrong_or_failed": wrong, "stopped": outcome.stopped,
                     "seconds": round(outcome.seconds, 2), "files": [str(f) for f in files],
                     "geomeans": json_records(geomeans) if geomeans is not None else [], "rows": json_records(df)})
@@ -234,12 +235,6 @@ def _open_selector_db(db_device: str | None) -> None:
     SELECTOR.db()
 
 
-def _timing_label(on_gpu: bool) -> str:
-    if on_gpu:
-        return "GPU: do_bench medians (L2 flushed) or CUDA-graph replays, one method per row"
-    return "interpreter: wall clock of Triton's interpreter on the CPU, not GPU times"
-
-
 def _write_outputs(df, out: Path, args, seconds: float) -> list[Path]:
     from stuning.bench.report import write_plots, write_results, write_summary
 
@@ -252,7 +247,7 @@ def _write_outputs(df, out: Path, args, seconds: float) -> list[Path]:
     try:
         files += write_plots(df, out)
     except Exception as e:  # a plot is not worth losing the table over
-        console().print(f"[yellow]plots not written: {type(e).__name__}: {e}[/]")
+        print(f"stuning bench: plots not written: {type(e).__name__}: {e}", file=sys.stderr)
     return files
 
 

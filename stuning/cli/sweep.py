@@ -44,7 +44,7 @@ def run(args) -> int:
     from stuning.bench.report import interpreter_note, json_records, plot_sweep, write_sweep_summary
     from stuning.bench.runner import environment
     from stuning.bench.sweep import SweepSettings, keep_top, problem_summary, sweep_case, tidy
-    from stuning.bench.timer import config_timer
+    from stuning.bench.timer import config_timer, timing_label
     from stuning.tuning.driver import can_measure
     from stuning.tuning.session import model_for, open_db, target_spec
 
@@ -84,9 +84,9 @@ def run(args) -> int:
     note = interpreter_note(all_rows)
     failed = [s["name"] for s in summary.to_dict("records") if s["ok"] == 0 or s["wrong"]]
     if args.json:
-        print_json({"device": env["device"], "timing": note or "GPU: do_bench medians (L2 flushed), CUDA graphs "
-                    "under 50 us", "model_device": spec.name, "problems": json_records(summary),
-                    "rows": json_records(kept), "files": [str(f) for f in files]})
+        print_json({"device": env["device"], "timing": timing_label(on_gpu, per_row=False),
+                    "model_device": spec.name, "problems": json_records(summary), "rows": json_records(kept),
+                    "failed_problems": failed, "files": [str(f) for f in files]})
     else:
         _print_summary(con, summary, spec.name, note)
         con.print("wrote " + ", ".join(str(f) for f in files))
