@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from stuning.bench.report import COLUMNS
 from stuning.cli.main import main
@@ -145,6 +146,11 @@ def test_sweep_exit_code_when_results_are_wrong(db_dir, tmp_path, capsys, monkey
 def test_bad_input_one_line_error(db_dir, tmp_path, capsys, argv, needle):
     _fails(capsys, [*argv, "--out", str(tmp_path / "o")], 2, needle)
     assert not (tmp_path / "o").exists()  # nothing ran
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's size limit")
+def test_sweep_without_a_gpu_refuses_big_problems(db_dir, tmp_path, capsys):
+    _fails(capsys, ["sweep", "--shape", "4096x4096", "--out", str(tmp_path / "o")], 3, "too big")
 
 
 def test_corrupt_database_stops_before_running(db_dir, tmp_path, capsys):

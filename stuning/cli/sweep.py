@@ -9,9 +9,13 @@ from pathlib import Path
 
 from stuning.bench.sweep import RANKS
 from stuning.cli.bench import add_db_option, command_line, database_dir
-from stuning.cli.errors import EXIT_FAILED, EXIT_OK, CLIError
+from stuning.cli.errors import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_us, print_json, progress, table
 from stuning.cli.problems import add_problem_args, cases_from_args
+
+# Multiply-adds of the dense product of a problem's shape that the interpreter still runs in about a
+# second per launch (128 x 128 x 128); the default 4096 x 4096 x 128 would take hours per config.
+INTERPRETER_MAX_WORK = 2**21
 
 
 def register(sub) -> None:
@@ -53,6 +57,8 @@ def run(args) -> int:
             raise CLIError(f"--{name} must be at least 1")
     cases = cases_from_args(args)
     on_gpu = can_measure()
+    if not on_gpu:
+        _require_interpreter_sized(cases)
     con = console(quiet=args.json)
     with database_dir(args.db) as db_device:
         device = args.device or db_device
@@ -93,6 +99,13 @@ def run(args) -> int:
     if failed:
         con.print(f"[red]{len(failed)} problem(s) with a wrong result or no config that ran:[/] {', '.join(failed)}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _require_interpreter_sized(cases) -> None:
+    big = [c for c in cases if c.m * c.k * c.n > INTERPRETER_MAX_WORK]
+    if big:
+        raise CLIError(f"no CUDA GPU: {big[0].name} is too big for Triton's interpreter (hours per config); give "
+                       "small problems, e.g. --shape 32x64 --n 16", EXIT_NO_GPU)
 
 
 def _print_summary(con, summary, model_device: str, note: str) -> None:
