@@ -32,12 +32,12 @@ def register(sub) -> None:
         "(stuning/suite.py) and report speedups (time of the baseline / time of stuning). Writes results.csv, "
         "summary.md, speedup.png and speedup_<op>.png under --out. Without a GPU it runs small cases through "
         "Triton's interpreter (wall-clock times, vendor paths that need CUDA reported as unavailable).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     g = p.add_argument_group("cases (filters are comma-separated lists applied to the preset)")
     g.add_argument("--suite", "--preset", dest="suite", default="quick", choices=sorted(PRESETS),
-                   help="preset of the standard suite")
-    g.add_argument("--ops", "--op", dest="ops", default="spmm,sddmm,semi24", help=f"ops: {', '.join(OPS)}")
+                   help="preset of the standard suite (default: %(default)s)")
+    g.add_argument("--ops", "--op", dest="ops", default="spmm,sddmm,semi24",
+                   help=f"ops: {', '.join(OPS)} (default: all)")
     g.add_argument("--dtypes", "--dtype", dest="dtypes", help=f"dtypes: {', '.join(DTYPES)}")
     g.add_argument("--shapes", help=f"shape groups ({', '.join(SHAPE_GROUPS)}) or MxK")
     g.add_argument("--ns", help="N of SpMM and 2:4 (columns of the dense operand)")
@@ -47,25 +47,27 @@ def register(sub) -> None:
     g.add_argument("--sample", type=int, help="a seeded random subset of this many cases per op")
     g.add_argument("--limit", type=int, help="run at most this many cases in all")
     g.add_argument("--order", choices=ORDERS, default="shuffle",
-                   help="ops round-robin, each shuffled (seeded) or in suite order; or op by op (suite)")
+                   help="ops round-robin, each shuffled (seeded, the default) or in suite order; or op by op (suite)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--smoke", action="store_true",
                    help="small cases for Triton's interpreter (what runs anyway without a GPU)")
     r = p.add_argument_group("running and timing")
     r.add_argument("--configs", choices=CONFIG_SOURCES, default="heuristic",
                    help="stuning's config: the kernel's default heuristic, or config=None (database > model > "
-                   "heuristic; the source is recorded per row)")
-    r.add_argument("--pad-to", type=int, default=4, help="row padding of stuning's CSR matrices")
+                   "heuristic; the source is recorded per row); default: %(default)s")
+    r.add_argument("--pad-to", type=int, default=4, help="row padding of stuning's CSR matrices (default: %(default)s)")
     r.add_argument("--max-seconds", type=float,
                    help="start no new case after this long (first-table: 330; 0: no limit)")
     t = TimerSettings()
     r.add_argument("--graph-below-us", type=float, default=t.graph_below_us,
-                   help="CUDA-graph replay for rows where some implementation runs faster than this or is host-bound")
-    r.add_argument("--warmup-ms", type=float, default=t.warmup_ms, help="do_bench warm-up")
-    r.add_argument("--rep-ms", type=float, default=t.rep_ms, help="do_bench measurement time")
-    r.add_argument("--graph-rep-ms", type=float, default=t.graph_rep_ms, help="do_bench_cudagraph time per graph")
+                   help="CUDA-graph replay for rows where some implementation runs faster than this (us) or is "
+                   "host-bound (default: %(default)s)")
+    r.add_argument("--warmup-ms", type=float, default=t.warmup_ms, help="do_bench warm-up (default: %(default)s)")
+    r.add_argument("--rep-ms", type=float, default=t.rep_ms, help="do_bench measurement time (default: %(default)s)")
+    r.add_argument("--graph-rep-ms", type=float, default=t.graph_rep_ms,
+                   help="do_bench_cudagraph time per graph (default: %(default)s)")
     add_db_option(r)
-    r.add_argument("--out", default="stuning-bench", help="output directory")
+    r.add_argument("--out", default="stuning-bench", help="output directory (default: %(default)s)")
     r.add_argument("--json", action="store_true", help="print the results as JSON (no table, no progress bar)")
     r.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; old scripts pass it
     p.set_defaults(func=run, command_parser=p)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import warnings
 from pathlib import Path
@@ -26,20 +25,21 @@ def register(sub) -> None:
         "check each against the reference, time the ones that pass, and write sweep.csv (one row per problem "
         "and config: status, measured time, the model's predicted time and rank), summary.md and sweep.png "
         "under --out. Without a GPU it runs through Triton's interpreter (wall-clock times: use tiny shapes).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_problem_args(p)
     g = p.add_argument_group("configs and output")
     g.add_argument("--configs", type=int, default=None, metavar="N", help="configs per problem (default: all)")
     g.add_argument("--rank", choices=RANKS, default="random",
-                   help="which N configs: a seeded random sample, or the cost model's best")
+                   help="which N configs: a seeded random sample, or the cost model's best (default: %(default)s)")
     g.add_argument("--top", type=int, default=None, metavar="K", help="keep only the K fastest ok configs per problem")
     g.add_argument("--seed", type=int, default=0, help="seed of the inputs and of the sample")
     g.add_argument("--device", default=None, help="device the model predicts for (default: this GPU, else H100)")
-    g.add_argument("--warmup-ms", type=float, default=25.0, help="GPU timing: warm-up per config")
-    g.add_argument("--rep-ms", type=float, default=100.0, help="GPU timing: measurement time per config")
+    g.add_argument("--warmup-ms", type=float, default=25.0,
+                   help="GPU timing: warm-up per config (default: %(default)s)")
+    g.add_argument("--rep-ms", type=float, default=100.0,
+                   help="GPU timing: measurement time per config (default: %(default)s)")
     add_db_option(g)
-    g.add_argument("--out", default="stuning-sweep", help="output directory")
+    g.add_argument("--out", default="stuning-sweep", help="output directory (default: %(default)s)")
     g.add_argument("--json", action="store_true", help="print the results as JSON (no table, no progress bar)")
     p.set_defaults(func=run, command_parser=p)
 
