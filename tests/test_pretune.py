@@ -76,6 +76,20 @@ def test_an_interrupted_run_keeps_what_it_finished(db_dir, monkeypatch):
     assert len(_entries(written)) == len(resumed.problems)
 
 
+def test_a_problem_that_cannot_be_tuned_does_not_stop_the_others(db_dir, monkeypatch):
+    real = driver.tune_problem
+
+    def no_config_for_16(problem, **kwargs):
+        if problem.features["n"] == 16:
+            raise ValueError("no valid spmm config")
+        return real(problem, **kwargs)
+
+    monkeypatch.setattr(driver, "tune_problem", no_config_for_16)
+    report = stuning.pretune(_twin_model(), tokens=TOKENS, strategy="model", progress=False)
+    assert (report.failed, report.tuned) == (2, 2)
+    assert all(p.note == "no valid spmm config" for p in report.problems if p.status == "failed")
+
+
 def test_layers_look_up_the_tuned_entries(db_dir):
     model = _twin_model()
     stuning.pretune(model, tokens=[16], strategy="model", progress=False, check=False)  # this device's db

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from stuning.cli.errors import EXIT_NO_GPU, EXIT_OK, CLIError
+from stuning.cli.errors import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
 from stuning.cli.problems import _fraction, _split
 
@@ -111,9 +111,10 @@ def run(args) -> int:
         budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
     tuned = pretune(model, tokens=tokens, db=args.db, budget=budget, strategy=args.strategy, device=args.device,
                     check=not args.no_check, progress=not args.json)
+    code = EXIT_FAILED if tuned.failed else EXIT_OK
     if args.json:
         print_json({"sparsify": sparse.to_dict(), "pretune": tuned.to_dict()})
-        return EXIT_OK
+        return code
     con = console()
     con.print(sparse.table())
     rows = [[p.layers[0] + (f" (+{len(p.layers) - 1})" if len(p.layers) > 1 else ""), p.op,
@@ -123,5 +124,5 @@ def run(args) -> int:
                     ["layer", "op", "shape", "tokens", "dtype", "status", "config", "measured us", "predicted us"],
                     rows))
     con.print(f"{tuned.tuned} tuned, {tuned.skipped} already in the database, {tuned.unsupported} unsupported, "
-              f"in {tuned.seconds:.1f} s; database: {tuned.database}")
-    return EXIT_OK
+              f"{tuned.failed} failed, in {tuned.seconds:.1f} s; database: {tuned.database}")
+    return code

@@ -22,7 +22,7 @@ from stuning.tuning.registry import TORCH_DTYPES
 
 DEFAULT_TOKENS = (16, 128, 512, 2048)
 
-TUNED, DONE, UNSUPPORTED = "tuned", "skipped", "unsupported"
+TUNED, DONE, UNSUPPORTED, FAILED = "tuned", "skipped", "unsupported", "failed"
 
 
 @dataclass
@@ -33,7 +33,7 @@ class PretuneProblem:
     tokens: int
     dtype: str
     layers: list[str]  # every layer sharing the key; the first one's weight is what is tuned
-    status: str = ""  # tuned | skipped (already in the database) | unsupported
+    status: str = ""  # tuned | skipped (already in the database) | unsupported | failed
     config: dict | None = None
     measured: bool = False
     time_us: float | None = None
@@ -68,10 +68,15 @@ class PretuneReport:
     def unsupported(self) -> int:
         return self.count(UNSUPPORTED)
 
+    @property
+    def failed(self) -> int:
+        return self.count(FAILED)
+
     def to_dict(self) -> dict:
         return {"strategy": self.strategy, "device": self.device, "database": self.database,
                 "seconds": round(self.seconds, 3), "tuned": self.tuned, "skipped": self.skipped,
-                "unsupported": self.unsupported, "problems": [p.to_dict() for p in self.problems]}
+                "unsupported": self.unsupported, "failed": self.failed,
+                "problems": [p.to_dict() for p in self.problems]}
 
 
 def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -142,7 +147,9 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int = DEFAULT_TOKENS, d
     ``model`` (no GPU needed: stores the cost model's prediction), ``model+optuna`` or ``exhaustive``
     (both time kernels on this GPU). ``device``: the target of ``model`` tuning (e.g. ``"h100"``).
     ``dtype``: tune as if the weights were of this dtype (e.g. an fp32 model to be served in fp16).
-    ``check`` runs each chosen config once against a reference before it is stored.
+    ``check`` runs each chosen config once against a reference before it is stored. A problem that
+    cannot be tuned (no valid config, every config failing) is reported as ``failed`` and the others
+    go on; at run time it gets the kernel's heuristic config.
     """
     from stuning.ops.selection import SELECTOR
     from stuning.tuning.driver import can_measure, require_measuring
@@ -185,8 +192,16 @@ def _tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, r
         p.status, p.config, p.measured = DONE, dict(held.best.config), held.measured
         p.time_us, p.predicted_us = held.best.time_us, held.predicted_us
         return
+    from stuning.tuning.search import TrialFailure
+
     problem = weight.tuning_problem(p.tokens, dtype=TORCH_DTYPES[p.dtype], device=run_device, seed=options["seed"])
-    outcome, key = tune_problem(problem, db=db, **options)
+    try:
+        outcome, key = tune_problem(problem, db=db, **options)
+    except (ValueError, RuntimeError, TrialFailure) as e:
+        # One problem without a valid or working config (the run time then uses the kernel's
+        # heuristic) must not cost the others their tuning.
+        p.status, p.note = FAILED, " ".join(str(e).split())[:200]
+        return
     if key != p.key:
         raise RuntimeError(f"pretune: the problem tuned under {key}, not {p.key}: features differ on {run_device}")
     p.status, p.config, p.measured = TUNED, outcome.best_config.as_dict(), outcome.measured
