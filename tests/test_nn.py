@@ -75,6 +75,15 @@ def test_empty_batch_and_config_cached_per_token_bucket(gen, monkeypatch):
     assert calls == [24, 30, 32]
 
 
+def test_autocast_casts_the_input_to_the_weight_dtype(gen):
+    sparse, dense = _pruned("csr", torch.bfloat16, gen)
+    x = randn(4, IN_FEATURES, dtype=torch.float32, gen=gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = sparse(x)
+    assert y.dtype == torch.bfloat16
+    assert_close(y, _reference(dense, x.bfloat16()), TOL[torch.bfloat16], "under autocast")
+
+
 def test_fp32_2_4_runs_through_pytorch_with_one_warning_or_refuses(gen):
     sparse, dense = _pruned("2:4", torch.float32, gen)
     x = randn(4, IN_FEATURES, dtype=torch.float32, gen=gen)

@@ -174,7 +174,9 @@ class SparseLinear(nn.Module):
             raise ValueError(f"SparseLinear: input of shape {tuple(x.shape)} does not end in "
                              f"in_features = {self.in_features}")
         if x.dtype != self.dtype:
-            raise TypeError(f"SparseLinear: input is {x.dtype} but the layer's weight is {self.dtype}")
+            if not torch.is_autocast_enabled(x.device.type):
+                raise TypeError(f"SparseLinear: input is {x.dtype} but the layer's weight is {self.dtype}")
+            x = x.to(self.dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
         lead = x.shape[:-1]
         xt = x.reshape(-1, self.in_features).t()
         if self._use_triton:

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
+from stuning.formats.semi24 import VALUES_PER_META_WORD
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops import semi24_mm, spmm
@@ -71,10 +72,6 @@ class SparseWeight(ABC):
     def to_dense(self) -> torch.Tensor:
         return self.matrix.to_dense()
 
-    def describe(self) -> str:
-        m, k = self.shape
-        return f"format={self.format!r}, sparsity={1 - self.nonzeros() / max(1, m * k):.1%}"
-
     # -------------------------------------------------------------------------------- computing
     @abstractmethod
     def features(self, n: int, dtype: torch.dtype | None = None) -> ProblemFeatures:
@@ -120,7 +117,8 @@ class SparseWeight(ABC):
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""
         dtype, device = dtype or self.dtype, torch.device(device) if device is not None else self.device
-        if dtype == self.dtype and device == self.device:
+        here = self.device
+        if dtype == self.dtype and device.type == here.type and device.index in (None, here.index):
             return self
         tensors = {name: getattr(self.matrix, name).to(device) for name in self.buffer_names}
         tensors["values"] = tensors["values"].to(dtype)
@@ -204,7 +202,7 @@ class Semi24Weight(SparseWeight):
     @classmethod
     def empty(cls, shape, *, dtype, device):
         k_stored = (shape[1] + 3) // 4 * 4
-        words = (k_stored // 2 + 15) // 16
+        words = (k_stored // 2 + VALUES_PER_META_WORD - 1) // VALUES_PER_META_WORD
         return {
             "values": torch.zeros(shape[0], k_stored // 2, dtype=dtype, device=device),
             "meta": torch.zeros(shape[0], words, dtype=torch.int32, device=device),
