@@ -20,7 +20,11 @@ one method per row, ``do_bench`` medians, or CUDA-graph replays where a path is 
 ``results.csv``, ``summary.md`` and ``speedup.png`` under ``--out`` and prints a short table last.
 
     python3 scripts/bench_models.py --out OUT                        # full run on a GPU
+    python3 scripts/bench_models.py --out OUT --tokens 16,128,1024,8192 --trials 4 --seconds 2   # shorter
     python3 scripts/bench_models.py --smoke --out /tmp/bm            # tiny models, CPU interpreter
+
+Pretune is resumable: run again with the same ``--out`` and the problems already in ``OUT/db`` are
+skipped (``pretune_skipped``), so a run cut short costs only what it had not finished.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pathlib import Path
 # Rows of 64 keep a few nonzeros at 95% sparsity, as real weights do (32 would leave one or two).
 SMOKE_SIZES = {"bert": {"layers": 1, "hidden": 64, "heads": 2, "ffn": 128},
                "llama-mlp": {"hidden": 64, "intermediate": 128}}
-SEQUENCE = 128  # BERT's inputs: batches of sequences this long (or one shorter sequence)
+SEQUENCE = 128  # inputs: batches of sequences this long, or one sequence of the token count
 # Relative Frobenius error of a whole forward against the fp32 one: several layers of fp16/bf16
 # rounding, LayerNorms and residuals add up beyond a single product's tolerance.
 MODEL_TOLERANCE = {"fp16": 1e-2, "bf16": 4e-2, "fp32": 1e-4}
@@ -75,8 +79,8 @@ def build(name: str, args, dtype, device):
 def model_input(model, tokens: int, dtype, device, gen):
     import torch
 
-    seq = min(tokens, SEQUENCE)
-    batch = max(1, tokens // seq)
+    seq = SEQUENCE if tokens % SEQUENCE == 0 else tokens
+    batch = tokens // seq
     return torch.randn(batch, seq, model.hidden, generator=gen, device=device, dtype=torch.float32).to(dtype)
 
 
