@@ -121,3 +121,19 @@ def test_unsupported_dtypes_are_reported_not_tuned(db_dir):
 def test_bad_requests_raise(db_dir, model, kwargs, error, match):
     with pytest.raises(error, match=match):
         stuning.pretune(model or _twin_model(), **{"strategy": "model", "progress": False, **kwargs})
+
+
+@pytest.mark.gpu
+def test_measured_pretune_on_the_gpu_then_skipped(db_dir):
+    from stuning.tuning.search import Budget
+
+    model = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 512)).half().cuda()
+    stuning.sparsify(model, sparsity=0.9, min_size=0)
+    budget = Budget(max_trials=3, max_seconds=10)
+    report = stuning.pretune(model, tokens=[16, 128], db=db_dir / "gpu", budget=budget, progress=False)
+    assert report.tuned == 4 and all(p.measured and p.time_us > 0 for p in report.problems)
+    again = stuning.pretune(model, tokens=[16, 128], db=db_dir / "gpu", budget=budget, progress=False)
+    assert again.skipped == 4
+    with torch.no_grad():
+        x = torch.randn(128, 512, device="cuda", dtype=torch.float16)
+        assert model(x).shape == (128, 512)
