@@ -84,7 +84,7 @@ def quick_timer(fn) -> float:
     # The oracle times every config: short runs, still medians with L2 flushed (graphs when short).
     if not torch.cuda.is_available():
         return wall_timer(fn)
-    return bench_us(fn, warmup_ms=3, rep_ms=10)[0]
+    return bench_us(fn, warmup_ms=2, rep_ms=6)[0]
 
 
 def wall_timer(fn) -> float:
@@ -192,12 +192,13 @@ def measure_problem(case, model: CostModel, device, args, db) -> dict | None:
         "tuned_seconds": float(table[table.config.isin(visited)].wall_s.sum()),
         "model_seconds": float(table[table.config == model_pick].wall_s.sum()),
     }
-    folder = args.out / "problems" / case.name
+    # Flat files: the device tool brings back files at most three levels deep.
+    folder = args.out / "problems"
     folder.mkdir(parents=True, exist_ok=True)
     trials = table.assign(problem=case.name, op=case.op, dtype=features.dtype, features=json.dumps(features.values),
                           config=table.config.map(lambda c: json.dumps(c.as_dict())))
-    trials.to_csv(folder / "trials.csv", index=False)
-    (folder / "summary.json").write_text(json.dumps(row, indent=1, default=float))
+    trials.to_csv(folder / f"{case.name}.trials.csv", index=False)
+    (folder / f"{case.name}.json").write_text(json.dumps(row, indent=1, default=float))
     if db is not None:
         outcome = TuneOutcome(features, "exhaustive", True, device.name, oracle_config, best_t,
                               predicted[oracle_config],
@@ -218,7 +219,7 @@ def measure(args) -> None:
     cases = [c for c in PRESETS[args.preset] if not args.ops or c.op in args.ops][: args.limit]
     started = time.perf_counter()
     for case in cases:
-        if (args.out / "problems" / case.name / "summary.json").exists():
+        if (args.out / "problems" / f"{case.name}.json").exists():
             continue  # measured by an earlier run
         if time.perf_counter() - started > args.max_seconds:
             print(f"time limit reached: {case.name} and later problems not run")
@@ -230,13 +231,12 @@ def measure(args) -> None:
 
 def report(args) -> None:
     """Tables, plots and a fit from the problem folders (no GPU needed)."""
-    folders = sorted((args.out / "problems").glob("*/summary.json"))
     names = {c.name for c in PRESETS[args.preset]}
-    rows = [json.loads(p.read_text()) for p in folders if p.parent.name in names]
+    rows = [json.loads(p.read_text()) for p in sorted((args.out / "problems").glob("*.json")) if p.stem in names]
     if not rows:
         raise SystemExit(f"no measured problems of preset {args.preset} under {args.out / 'problems'}")
     df = pd.DataFrame(rows)
-    all_trials = pd.concat(pd.read_csv(args.out / "problems" / r["problem"] / "trials.csv") for r in rows)
+    all_trials = pd.concat(pd.read_csv(args.out / "problems" / f"{r['problem']}.trials.csv") for r in rows)
     model = CostModel(local_spec()) if args.prior else model_for(open_db(), local_spec())
     # Fit the model's coefficients on these trials and report the in-sample rank correlation.
     fitted = {}
