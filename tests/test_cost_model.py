@@ -114,17 +114,18 @@ def test_incremental_refit_on_few_trials_keeps_what_was_learned():
     model = CostModel(H100)
     f = _features("spmm")
     configs = _sample(family("spmm").space(f), k=300, seed=2)
-    truth = Coefficients((0.3, 1.0, 1.0, 0.5), effects={"vec=1": 1.2, "num_warps=8": 0.6})
+    truth = Coefficients((0.3, 1.0, 1.0, 0.5), effects={"num_warps=8": 1.2})
     samples = [(f, c, truth.predict_us(model.terms(f, c), c)) for c in configs]
-    narrow = [c for c in configs if c.vec == 1]
+    wide = [c for c in configs if c.num_warps == 8]
+    assert wide
 
-    def penalty(m):  # predicted slowdown of vec=1 over the same config with vec=4, median
-        ratios = sorted(m.predict_us(f, c) / m.predict_us(f, dataclasses.replace(c, vec=4)) for c in narrow)
+    def penalty(m):  # predicted slowdown of 8 warps over the same config with 4, median
+        ratios = sorted(m.predict_us(f, c) / m.predict_us(f, dataclasses.replace(c, num_warps=4)) for c in wide)
         return ratios[len(ratios) // 2]
 
     model.fit("spmm", samples)
     learned = penalty(model)
-    assert learned > 2.5  # exp(1.2) = 3.3: the narrow-load penalty is learned
+    assert learned > 2.5  # exp(1.2) = 3.3: the 8-warp penalty is learned
     model.fit("spmm", samples[:5], incremental=True)
     assert penalty(model) > 0.8 * learned  # a few new trials do not wipe it out
     scratch = CostModel(H100)
