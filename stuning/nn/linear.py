@@ -1,7 +1,14 @@
-"""``SparseLinear``: an ``nn.Linear`` whose weight is stored sparse and multiplied by stuning's kernels."""
+"""``SparseLinear``: an ``nn.Linear`` whose weight is stored sparse and multiplied by stuning's kernels.
+
+``SparseLayer`` holds what every sparse layer shares (``SparseConv2d`` is the other): the weight as an
+M x K matrix in a sparse format, kept as buffers, the choice of backend, state dicts, and ``W @ X``
+through the kernels or PyTorch. A layer only says how its input becomes X (K x N) and how W @ X
+becomes its output.
+"""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -21,82 +28,47 @@ def warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-class SparseLinear(nn.Module):
-    """``y = x @ W^T + b`` with W sparse: a drop-in replacement for ``nn.Linear`` at inference.
+class SparseLayer(nn.Module):
+    """A layer computing ``W @ X`` with W (M x K) sparse; see ``SparseLinear`` for the backends.
 
-    ``format``: ``"csr"`` (unstructured, ``stuning.spmm``) or ``"2:4"`` (``stuning.semi24_mm``, fp16
-    and bf16 only). The product is computed as ``(W @ x^T)^T`` with W the left, sparse operand; x may
-    have any leading dimensions. The weight's tensors are buffers (``weight_values`` and the format's
-    index tensors): nothing here is trained, and no gradient flows through the Triton kernels.
-
-    ``backend``: ``"triton"`` runs the kernels (CUDA tensors, or CPU tensors under Triton's
-    interpreter); ``"torch"`` runs PyTorch's sparse CSR product on the same weight; ``"auto"`` (the
-    default) takes the kernels wherever they support the device and dtype, else PyTorch, with a
-    warning once. A 2:4 layer in fp32 thus runs through PyTorch under ``"auto"`` (convert the model
-    with ``.half()``/``.bfloat16()`` to use the kernel) and raises a ``TypeError`` under ``"triton"``.
-
-    The kernel config is looked up per token bucket on the first call at that bucket and cached on
-    the weight, so a forward does no host synchronization and can be captured in a CUDA graph (run it
-    once at each token count before capturing).
+    Subclasses call ``_setup`` from their ``__init__`` with the weight's matrix shape and the shape
+    its dense checkpoint has (``nn.Conv2d``'s weight is 4-D), then use ``_input`` and ``_multiply``.
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, format: str = "csr",
-                 backend: str = "auto", pad_to: int = 1, device=None, dtype=None):
-        super().__init__()
+    def _setup(self, matrix_shape: tuple[int, int], dense_shape: tuple[int, ...], bias: bool, *, format: str,
+               backend: str, pad_to: int, device, dtype) -> None:
+        name = type(self).__name__
         if backend not in BACKENDS:
-            raise ValueError(f"SparseLinear: unknown backend {backend!r}; use one of {BACKENDS}")
-        if in_features <= 0 or out_features <= 0:
-            raise ValueError(f"SparseLinear: features must be positive, got {in_features} -> {out_features}")
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+            raise ValueError(f"{name}: unknown backend {backend!r}; use one of {BACKENDS}")
         self.format = format
         self.backend = backend
+        self._matrix_shape = (int(matrix_shape[0]), int(matrix_shape[1]))
+        self._dense_shape = tuple(int(d) for d in dense_shape)
         kind = weight_format(format)
         self._format_options = {"pad_to": pad_to} if format == "csr" else {}
         dtype = dtype or torch.get_default_dtype()
-        empty = kind.empty((out_features, in_features), dtype=dtype, device=device, **self._format_options)
-        for name, tensor in empty.items():
-            self.register_buffer(f"weight_{name}", tensor)
-        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+        empty = kind.empty(self._matrix_shape, dtype=dtype, device=device, **self._format_options)
+        for buffer, tensor in empty.items():
+            self.register_buffer(f"weight_{buffer}", tensor)
+        self.register_buffer("bias", torch.zeros(matrix_shape[0], dtype=dtype, device=device) if bias else None)
         self._rebuild()
 
-    # ------------------------------------------------------------------------------ construction
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, format: str = "csr", *, sparsity: float | None = None,
-                    backend: str = "auto", pad_to: int = 1) -> SparseLinear:
-        """The layer ``linear`` computes, its weight in ``format``: magnitude-pruned to ``sparsity``
-        (for 2:4: 0.5, two of every four kept) or, with ``sparsity=None``, keeping the zeros it has."""
-        if not isinstance(linear, nn.Linear):
-            raise TypeError(f"SparseLinear.from_linear expects an nn.Linear, got {type(linear).__name__}")
-        weight = linear.weight.detach()
-        return cls.from_dense(weight, None if linear.bias is None else linear.bias.detach(), format=format,
-                              sparsity=sparsity, backend=backend, pad_to=pad_to)
-
-    @classmethod
-    def from_dense(cls, weight: torch.Tensor, bias: torch.Tensor | None = None, *, format: str = "csr",
-                   sparsity: float | None = None, backend: str = "auto", pad_to: int = 1) -> SparseLinear:
-        """From a dense (out_features x in_features) weight and optional bias; see ``from_linear``."""
-        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
-            raise ValueError(f"SparseLinear: the weight must be a 2-D tensor, got {getattr(weight, 'shape', weight)}")
-        out_features, in_features = weight.shape
-        if bias is not None and tuple(bias.shape) != (out_features,):
-            raise ValueError(f"SparseLinear: bias has shape {tuple(bias.shape)}, expected ({out_features},)")
-        layer = cls(in_features, out_features, bias is not None, format=format, backend=backend, pad_to=pad_to,
-                    device=weight.device, dtype=weight.dtype)
-        options = layer._format_options
-        for name, tensor in weight_format(format).compress(weight, sparsity=sparsity, **options).items():
-            setattr(layer, f"weight_{name}", tensor)
+    def _fill(self, weight: torch.Tensor, bias: torch.Tensor | None, sparsity: float | None) -> None:
+        """Compress a dense weight (any shape holding M x K entries) into this layer's buffers."""
+        matrix = weight.reshape(self._matrix_shape)
+        compressed = weight_format(self.format).compress(matrix, sparsity=sparsity, **self._format_options)
+        for buffer, tensor in compressed.items():
+            setattr(self, f"weight_{buffer}", tensor)
         if bias is not None:
-            layer.bias = bias.to(weight.dtype).clone()
-        layer._rebuild()
-        return layer
+            self.bias = bias.to(weight.dtype).clone()
+        self._rebuild()
 
     def _rebuild(self, validate: bool = False) -> None:
         """Wrap the buffers again after they changed (construction, ``.to()``, ``load_state_dict``)."""
         kind = weight_format(self.format)
         tensors = {name: getattr(self, f"weight_{name}") for name in kind.buffer_names}
         options = {**self._format_options, "validate": validate} if self.format == "csr" else {}
-        self.sparse_weight: SparseWeight = kind(tensors, (self.out_features, self.in_features), **options)
+        self.sparse_weight: SparseWeight = kind(tensors, self._matrix_shape, **options)
         self._sparsity: float | None = None
         self._use_triton, self._why_not_triton = self._choose_backend()
 
@@ -125,13 +97,14 @@ class SparseLinear(nn.Module):
         keys = {name: f"{prefix}weight_{name}" for name in kind.buffer_names}
         dense = state_dict.get(prefix + "weight")
         if dense is not None and not any(k in state_dict for k in keys.values()):
-            # A dense nn.Linear checkpoint: compress it to this layer's format, keeping its zeros.
+            # A dense checkpoint (nn.Linear, nn.Conv2d): compress it to this layer's format, keeping its zeros.
             del state_dict[prefix + "weight"]
-            if tuple(dense.shape) != (self.out_features, self.in_features):
+            if tuple(dense.shape) != self._dense_shape:
                 error_msgs.append(f"{prefix}weight: shape {tuple(dense.shape)} does not match this layer's "
-                                  f"({self.out_features}, {self.in_features})")
+                                  f"{self._dense_shape}")
                 return
-            compressed = kind.compress(dense.to(self.sparse_weight.device, self.sparse_weight.dtype),
+            compressed = kind.compress(dense.reshape(self._matrix_shape).to(self.sparse_weight.device,
+                                                                           self.sparse_weight.dtype),
                                        sparsity=None, **self._format_options)
             state_dict.update({keys[name]: t for name, t in compressed.items()})
         for name, key in keys.items():
@@ -157,12 +130,108 @@ class SparseLinear(nn.Module):
     def sparsity(self) -> float:
         """Fraction of the weight's entries that are zero (computed once; it reads the device)."""
         if self._sparsity is None:
-            self._sparsity = 1.0 - self.sparse_weight.nonzeros() / (self.in_features * self.out_features)
+            self._sparsity = 1.0 - self.sparse_weight.nonzeros() / math.prod(self._matrix_shape)
         return self._sparsity
 
     def dense_weight(self) -> torch.Tensor:
-        """The weight as a dense (out_features x in_features) tensor, zeros included."""
-        return self.sparse_weight.to_dense()
+        """The weight as the dense layer holds it (``nn.Linear``'s or ``nn.Conv2d``'s shape), zeros included."""
+        return self.sparse_weight.to_dense().reshape(self._dense_shape)
+
+    def gemm_columns(self, input_shape: tuple[int, ...]) -> int:
+        """N of the layer's ``W @ X`` for an input of this shape: what its config is looked up by."""
+        raise NotImplementedError
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    # -------------------------------------------------------------------------------- computing
+    def _input(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the weight's dtype (under autocast) or a ``TypeError``."""
+        if x.dtype != self.dtype:
+            if not torch.is_autocast_enabled(x.device.type):
+                raise TypeError(f"{type(self).__name__}: input is {x.dtype} but the layer's weight is {self.dtype}")
+            x = x.to(self.dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
+        return x
+
+    def _multiply(self, xt: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+        """``W @ X`` for X (K x N): in X's dtype through the kernel, or through PyTorch in the dtype
+        ``torch_matmul`` computes in (the caller rounds once, adding the bias on the way)."""
+        name = type(self).__name__
+        if self._use_triton:
+            if self._why_not_triton is not None:
+                raise TypeError(f"{name}(backend='triton'): {self._why_not_triton}; use backend='auto' "
+                                "or 'torch' to run it through PyTorch")
+            if requires_grad and torch.is_grad_enabled():
+                warn_once(f"{name}: no gradient flows through the Triton kernels (inference only); "
+                          "run the model under torch.no_grad() or torch.inference_mode()")
+            return self.sparse_weight.matmul(xt)
+        if self._why_not_triton is not None and self.backend == "auto":
+            warn_once(f"{name}: not using stuning's Triton kernels ({self._why_not_triton}); "
+                      "computing through PyTorch's sparse product instead")
+        return self.sparse_weight.torch_matmul(xt)
+
+
+class SparseLinear(SparseLayer):
+    """``y = x @ W^T + b`` with W sparse: a drop-in replacement for ``nn.Linear`` at inference.
+
+    ``format``: ``"csr"`` (unstructured, ``stuning.spmm``) or ``"2:4"`` (``stuning.semi24_mm``, fp16
+    and bf16 only). The product is computed as ``(W @ x^T)^T`` with W the left, sparse operand; x may
+    have any leading dimensions. The weight's tensors are buffers (``weight_values`` and the format's
+    index tensors): nothing here is trained, and no gradient flows through the Triton kernels.
+
+    ``backend``: ``"triton"`` runs the kernels (CUDA tensors, or CPU tensors under Triton's
+    interpreter); ``"torch"`` runs PyTorch's sparse CSR product on the same weight; ``"auto"`` (the
+    default) takes the kernels wherever they support the device and dtype, else PyTorch, with a
+    warning once. A 2:4 layer in fp32 thus runs through PyTorch under ``"auto"`` (convert the model
+    with ``.half()``/``.bfloat16()`` to use the kernel) and raises a ``TypeError`` under ``"triton"``.
+
+    The kernel config is looked up per token bucket on the first call at that bucket and cached on
+    the weight, so a forward does no host synchronization and can be captured in a CUDA graph (run it
+    once at each token count before capturing).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, format: str = "csr",
+                 backend: str = "auto", pad_to: int = 1, device=None, dtype=None):
+        super().__init__()
+        if in_features <= 0 or out_features <= 0:
+            raise ValueError(f"SparseLinear: features must be positive, got {in_features} -> {out_features}")
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        shape = (self.out_features, self.in_features)
+        self._setup(shape, shape, bias, format=format, backend=backend, pad_to=pad_to, device=device, dtype=dtype)
+
+    # ------------------------------------------------------------------------------ construction
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, format: str = "csr", *, sparsity: float | None = None,
+                    backend: str = "auto", pad_to: int = 1) -> SparseLinear:
+        """The layer ``linear`` computes, its weight in ``format``: magnitude-pruned to ``sparsity``
+        (for 2:4: 0.5, two of every four kept) or, with ``sparsity=None``, keeping the zeros it has."""
+        if not isinstance(linear, nn.Linear):
+            raise TypeError(f"SparseLinear.from_linear expects an nn.Linear, got {type(linear).__name__}")
+        weight = linear.weight.detach()
+        return cls.from_dense(weight, None if linear.bias is None else linear.bias.detach(), format=format,
+                              sparsity=sparsity, backend=backend, pad_to=pad_to)
+
+    @classmethod
+    def from_dense(cls, weight: torch.Tensor, bias: torch.Tensor | None = None, *, format: str = "csr",
+                   sparsity: float | None = None, backend: str = "auto", pad_to: int = 1) -> SparseLinear:
+        """From a dense (out_features x in_features) weight and optional bias; see ``from_linear``."""
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+            raise ValueError(f"SparseLinear: the weight must be a 2-D tensor, got {getattr(weight, 'shape', weight)}")
+        out_features, in_features = weight.shape
+        if bias is not None and tuple(bias.shape) != (out_features,):
+            raise ValueError(f"SparseLinear: bias has shape {tuple(bias.shape)}, expected ({out_features},)")
+        layer = cls(in_features, out_features, bias is not None, format=format, backend=backend, pad_to=pad_to,
+                    device=weight.device, dtype=weight.dtype)
+        layer._fill(weight, bias, sparsity)
+        return layer
+
+    # ---------------------------------------------------------------------------------- queries
+    def gemm_columns(self, input_shape):
+        return math.prod(input_shape[:-1])
+
+    def output_shape(self, input_shape):
+        return (*input_shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
@@ -173,31 +242,20 @@ class SparseLinear(nn.Module):
         if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError(f"SparseLinear: input of shape {tuple(x.shape)} does not end in "
                              f"in_features = {self.in_features}")
-        if x.dtype != self.dtype:
-            if not torch.is_autocast_enabled(x.device.type):
-                raise TypeError(f"SparseLinear: input is {x.dtype} but the layer's weight is {self.dtype}")
-            x = x.to(self.dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
+        requires_grad = x.requires_grad
+        x = self._input(x)
         lead = x.shape[:-1]
         xt = x.reshape(-1, self.in_features).t()
         if self._use_triton:
-            if self._why_not_triton is not None:
-                raise TypeError(f"SparseLinear(backend='triton'): {self._why_not_triton}; use backend='auto' "
-                                "or 'torch' to run it through PyTorch")
-            if x.requires_grad and torch.is_grad_enabled():
-                warn_once("SparseLinear: no gradient flows through the Triton kernels (inference only); "
-                          "run the model under torch.no_grad() or torch.inference_mode()")
             # The kernels gather rows of X^T: make them contiguous (a no-op for a single token).
+            yt = self._multiply(xt.contiguous(), requires_grad)
             y = torch.empty(xt.shape[1], self.out_features, dtype=x.dtype, device=x.device)
-            yt = self.sparse_weight.matmul(xt.contiguous())
             if self.bias is None:
                 y.copy_(yt.t())
             else:
                 torch.add(yt.t(), self.bias, out=y)  # transposes and adds the bias in one pass
         else:
-            if self._why_not_triton is not None and self.backend == "auto":
-                warn_once(f"SparseLinear: not using stuning's Triton kernels ({self._why_not_triton}); "
-                          "computing through PyTorch's sparse product instead")
-            yt = self.sparse_weight.torch_matmul(xt)
+            yt = self._multiply(xt, requires_grad)
             y = yt.t() if self.bias is None else yt.t() + self.bias
             y = y.to(x.dtype).contiguous()
         return y.view(*lead, self.out_features)
