@@ -70,11 +70,12 @@ def _show(args) -> int:
         print_json({"device": db.device_name, "files": [str(f) for f in db.files],
                     "entries": {k: {**e.to_json(), "stale": k in stale} for k, e in entries.items()}})
         return EXIT_OK
+    # "failed": configs recorded as not running in the entry's environment, which tuning skips there.
     rows = [[k, fmt_config(e.best.config), fmt_us(e.best.time_us), fmt_us(e.predicted_us),
-             "measured" if e.measured else "predicted", "stale" if k in stale else ""]
+             "measured" if e.measured else "predicted", len(e.failed) or "", "stale" if k in stale else ""]
             for k, e in sorted(entries.items())]
     console().print(table(f"{db.device_name}: {len(entries)} entries",
-                          ["key", "best config", "us", "predicted us", "kind", ""], rows))
+                          ["key", "best config", "us", "predicted us", "kind", "failed", ""], rows))
     return EXIT_OK
 
 

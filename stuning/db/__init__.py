@@ -4,7 +4,15 @@ Data, not code: this package reads and writes JSON and imports neither Triton no
 the files can be inspected, merged and pruned on any machine.
 """
 
-from stuning.db.entry import DBEntry, TimedConfig, dtype_name, feature_distance, make_key, merge_entries
+from stuning.db.entry import (
+    DBEntry,
+    FailedConfig,
+    TimedConfig,
+    dtype_name,
+    feature_distance,
+    make_key,
+    merge_entries,
+)
 from stuning.db.environment import Environment, same_environment
 from stuning.db.misses import load_misses
 from stuning.db.paths import ENV_DB_DIR, db_file_name, default_search_path, device_slug, misses_file_name
@@ -20,7 +28,7 @@ from stuning.db.storage import load_document, merge_files, prune_stale
 from stuning.db.tuning_db import LookupResult, StaleEntriesWarning, TuningDB, export
 
 __all__ = [
-    "DBEntry", "TimedConfig", "dtype_name", "make_key", "merge_entries",
+    "DBEntry", "FailedConfig", "TimedConfig", "dtype_name", "make_key", "merge_entries",
     "Environment", "same_environment",
     "load_misses",
     "ENV_DB_DIR", "db_file_name", "default_search_path", "device_slug", "misses_file_name",

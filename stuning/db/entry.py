@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from stuning.db.environment import same_environment
-from stuning.db.schema import ENV_FIELDS, TOP_K, validate_entry
+from stuning.db.schema import ENV_FIELDS, MAX_FAILURE_MESSAGE, TOP_K, validate_entry
 
 KEY_SEPARATOR = "|"
 
@@ -70,6 +70,28 @@ class TimedConfig:
 
 
 @dataclass(frozen=True)
+class FailedConfig:
+    """A config that could not be timed in the entry's environment, and why; never tried again there."""
+
+    config: dict
+    status: str  # compile_error | out_of_resources | wrong | ...
+    message: str = ""
+
+    @classmethod
+    def make(cls, config: dict, status: str, message: str = "") -> FailedConfig:
+        """A record whose message is one short line, as the schema requires (Triton's can be pages)."""
+        lines = str(message).strip().splitlines()
+        return cls(dict(config), status, lines[0][:MAX_FAILURE_MESSAGE] if lines else "")
+
+    def to_json(self) -> dict:
+        return {"config": dict(self.config), "status": self.status, "message": self.message}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> FailedConfig:
+        return cls(dict(obj["config"]), obj["status"], obj["message"])
+
+
+@dataclass(frozen=True)
 class DBEntry:
     """A tuned (measured) or model-ranked (predicted) config for one bucket of problems."""
 
@@ -83,13 +105,14 @@ class DBEntry:
     tuner: dict = field(default_factory=lambda: {"strategy": "unknown", "trials": 0, "seconds": 0.0})
     env: dict = field(default_factory=dict)  # {device, triton, torch}; TuningDB.put fills it if empty
     updated: str = field(default_factory=now_iso)
+    failed: list = field(default_factory=list)  # [FailedConfig] in env; see union_failed for the order
 
     @property
     def config(self) -> dict:
         return self.best.config
 
     def to_json(self) -> dict:
-        return {
+        obj = {
             "op": self.op,
             "dtype": self.dtype,
             "features": dict(self.features),
@@ -101,6 +124,9 @@ class DBEntry:
             "env": {f: self.env.get(f) for f in ENV_FIELDS},
             "updated": self.updated,
         }
+        if self.failed:  # optional: entries without failures keep their old, shorter form in diffs
+            obj["failed"] = [f.to_json() for f in self.failed]
+        return obj
 
     @classmethod
     def from_json(cls, obj: dict, *, validate: bool = True) -> DBEntry:
@@ -118,6 +144,7 @@ class DBEntry:
             tuner=dict(obj["tuner"]),
             env=dict(obj["env"]),
             updated=obj["updated"],
+            failed=[FailedConfig.from_json(f) for f in obj.get("failed", ())],
         )
 
     def validate(self) -> None:
@@ -131,18 +158,22 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     - A measured result beats a predicted one; between two predicted ones the newer wins.
     - Between two measured ones the lower best time wins, and the top-k lists are united (deduplicated
       by config at its lowest time, fastest first, capped at TOP_K).
+    - Within one environment the failed lists are united whichever entry wins: a failure is a fact
+      about the compiler and device, not about the winning run. Across environments the winner keeps
+      only its own, since a different compiler or device may well run the other's failures.
     Remaining ties are broken by the entries' canonical JSON, so every process picks the same one.
     """
     if a == b:
         return a
     if not same_environment(a.env, b.env):
         return _newer(a, b)
+    failed = union_failed([*a.failed, *b.failed])
     if a.measured != b.measured:
-        return a if a.measured else b
+        return replace(a if a.measured else b, failed=failed)
     if not a.measured:
-        return _newer(a, b)
+        return replace(_newer(a, b), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
-    return replace(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]))
+    return replace(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), failed=failed)
 
 
 def union_top_k(items, k: int = TOP_K) -> list:
@@ -154,6 +185,20 @@ def union_top_k(items, k: int = TOP_K) -> list:
             fastest[name] = item
     ordered = sorted(fastest.items(), key=lambda kv: (kv[1].time_us, kv[0]))
     return [item for _, item in ordered[:k]]
+
+
+def union_failed(items) -> list:
+    """One record per config, ordered by config, so that merges are symmetric and files diff cleanly.
+
+    Two records of one config (two processes that failed it differently) keep the one whose JSON sorts
+    first: arbitrary, but the same in every process.
+    """
+    chosen: dict[str, FailedConfig] = {}
+    for item in items:
+        name = _canonical(item.config)
+        if name not in chosen or _canonical(item.to_json()) < _canonical(chosen[name].to_json()):
+            chosen[name] = item
+    return [chosen[name] for name in sorted(chosen)]
 
 
 def feature_distance(a: dict, b: dict, names=None) -> float | None:

@@ -23,8 +23,12 @@ and an entry is::
       "measured": bool,                       # false: a model-only result, every time_us is null
       "tuner": {"strategy": str, "trials": int, "seconds": number},
       "env": {"device": str | null, "triton": str | null, "torch": str | null},
-      "updated": ISO-8601 timestamp
+      "updated": ISO-8601 timestamp,
+      "failed": [{"config": ..., "status": str, "message": str}, ...]   # optional, omitted when empty
     }
+
+``failed`` lists the configs that could not be timed in the entry's env (status compile_error,
+out_of_resources, wrong, ...; message one short line); tuning in that env skips them.
 
 Validation is strict (unknown fields are errors too): the files are machine-written and reviewed in
 diffs, so a misspelt field must fail loudly rather than be dropped on the next write.
@@ -48,7 +52,10 @@ VERSION_FIELDS = ("triton", "torch", "cuda", "stuning")
 ENTRY_FIELDS = (
     "op", "dtype", "features", "best", "top_k", "predicted_us", "measured", "tuner", "env", "updated",
 )
+OPTIONAL_ENTRY_FIELDS = ("failed",)  # absent when empty, so older files and diffs stay as they were
 TIMED_CONFIG_FIELDS = ("config", "time_us")
+FAILED_FIELDS = ("config", "status", "message")
+MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
 TUNER_FIELDS = ("strategy", "trials", "seconds")
 ENV_FIELDS = ("device", "triton", "torch")
 MISSES_FIELDS = ("schema_version", "device", "misses")
@@ -116,7 +123,7 @@ def validate_misses_document(doc, path) -> None:
 
 def validate_entry(obj, where: str = "entry") -> None:
     """Raise ValueError naming the first field of ``obj`` that breaks the entry schema."""
-    _check_fields(obj, ENTRY_FIELDS, where)
+    _check_fields(obj, ENTRY_FIELDS, where, optional=OPTIONAL_ENTRY_FIELDS)
     _check(isinstance(obj["op"], str) and obj["op"], f"{where}.op must be a non-empty string")
     _check(isinstance(obj["dtype"], str) and obj["dtype"], f"{where}.dtype must be a non-empty string")
     _check_features(obj["features"], f"{where}.features")
@@ -138,6 +145,8 @@ def validate_entry(obj, where: str = "entry") -> None:
                f"{where}.env.{name} must be a string or null")
     _check(isinstance(obj["updated"], str) and _is_timestamp(obj["updated"]),
            f"{where}.updated must be an ISO-8601 timestamp")
+    if "failed" in obj:
+        _check_failed(obj["failed"], f"{where}.failed")
 
 
 def _check_document(doc) -> None:
@@ -173,26 +182,43 @@ def _check_schema_version(version) -> None:
            f"schema_version {version} is not supported (this stuning reads version {SCHEMA_VERSION})")
 
 
-def _check_fields(obj, fields: tuple, where: str) -> None:
+def _check_fields(obj, fields: tuple, where: str, *, optional: tuple = ()) -> None:
     _check(isinstance(obj, dict), f"{where} must be an object")
     missing = [f for f in fields if f not in obj]
     _check(not missing, f"{where} lacks {', '.join(missing)}")
-    unknown = sorted(set(obj) - set(fields))
+    unknown = sorted(set(obj) - set(fields) - set(optional))
     _check(not unknown, f"{where} has unknown field(s) {', '.join(unknown)}")
 
 
 def _check_timed_config(obj, where: str, measured: bool) -> None:
     _check_fields(obj, TIMED_CONFIG_FIELDS, where)
-    config = obj["config"]
-    _check(isinstance(config, dict) and all(
-        isinstance(v, (str, int, float, bool)) or v is None for v in config.values()
-    ), f"{where}.config must map field names to scalars")
+    _check_config(obj["config"], f"{where}.config")
     time_us = obj["time_us"]
     if measured:
         _check(_is_time(time_us), f"{where}.time_us must be a non-negative number (the entry is measured)")
     else:
         # A model-only result carries its prediction in predicted_us; it never poses as a timing.
         _check(time_us is None, f"{where}.time_us must be null (the entry is predicted, not measured)")
+
+
+def _check_failed(failed, where: str) -> None:
+    _check(isinstance(failed, list), f"{where} must be a list of {{config, status, message}} objects")
+    for i, item in enumerate(failed):
+        at = f"{where}[{i}]"
+        _check_fields(item, FAILED_FIELDS, at)
+        _check_config(item["config"], f"{at}.config")
+        _check(isinstance(item["status"], str) and item["status"],
+               f"{at}.status must be a non-empty string (e.g. compile_error, out_of_resources)")
+        message = item["message"]
+        _check(isinstance(message, str) and "\n" not in message and "\r" not in message
+               and len(message) <= MAX_FAILURE_MESSAGE,
+               f"{at}.message must be one line of at most {MAX_FAILURE_MESSAGE} characters")
+
+
+def _check_config(config, where: str) -> None:
+    _check(isinstance(config, dict) and all(
+        isinstance(v, (str, int, float, bool)) or v is None for v in config.values()
+    ), f"{where} must map field names to scalars")
 
 
 def _check_features(features, where: str) -> None:

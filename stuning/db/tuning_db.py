@@ -2,8 +2,10 @@
 
 Reading: the device's file from every directory on the search path; per key the earliest directory
 wins, except that an entry from the current environment beats a stale one from an earlier directory
-(a stale entry is no answer, so it must not hide one). Stale entries (another device or Triton
-version) stay loaded as seeds for a new search, and lookup skips them.
+(a stale entry is no answer, so it must not hide one). Current entries' ``failed`` lists are united
+across directories: a config that failed in this environment fails whichever file recorded it. Stale
+entries (another device or Triton version) stay loaded as seeds for a new search, and lookup skips
+them.
 
 Writing: put() collects entries in memory; save() merges them into the write directory's file under
 its lock (storage.update_document), so concurrent tuners lose nothing.
@@ -17,7 +19,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from stuning.db.entry import DBEntry, dtype_name, feature_distance, is_number, merge_entries, union_top_k
+from stuning.db.entry import (
+    DBEntry,
+    dtype_name,
+    feature_distance,
+    is_number,
+    merge_entries,
+    union_failed,
+    union_top_k,
+)
 from stuning.db.environment import Environment, same_environment
 from stuning.db.misses import MissCounter, load_misses
 from stuning.db.paths import (
@@ -141,13 +151,16 @@ class TuningDB:
         """Add ``entry`` in memory (merged with what is held under ``key``); save() writes it.
 
         An entry without ``env`` is stamped with this database's environment; a measured entry's
-        top_k is made to hold its best, as merged entries' do. Returns what is held now.
+        top_k is made to hold its best, and its failed list deduplicated and ordered, as merged
+        entries' are. Returns what is held now.
         """
         if not entry.env:
             entry = replace(entry, env=dict(self._current_env))
         entry.validate()
         if entry.measured:
             entry = replace(entry, top_k=union_top_k([entry.best, *entry.top_k]))
+        if entry.failed:
+            entry = replace(entry, failed=union_failed(entry.failed))
         held = self._pending.get(key)
         self._pending[key] = entry if held is None else merge_entries(held, entry)
         held = self._entries.get(key)
@@ -247,6 +260,8 @@ class TuningDB:
                 held = self._entries.get(key)
                 if held is None or (key not in self._answers and self._is_current(entry)):
                     self._set(key, entry)
+                elif key in self._answers and self._is_current(entry) and entry.failed:
+                    self._set(key, replace(held, failed=union_failed([*held.failed, *entry.failed])))
         stale = len(self._entries) - len(self._answers)
         if stale:
             _warn_stale_once(stale, self.files, self.env)

@@ -86,6 +86,9 @@ def tune_problem(
 
     ``precompile_as``: the suite case whose inputs the parallel precompile workers build; compiled
     kernels depend on shapes and dtypes only, so a case of the same shape serves a given matrix.
+
+    Configs that the key's entry records as failed in this environment are neither precompiled nor
+    tried; this run's failures are stored with the result, so no run pays for them again.
     """
     require_measuring(strategy)
     measuring = STRATEGIES[strategy].measures
@@ -96,22 +99,32 @@ def tune_problem(
     features = problem.features
     model = model_for(db, spec)
     seeds = seeds_from_db(db, features)
+    key = key_for(features)
+    known_failures = known_failures_of(db, key)
     objective = None
     if measuring:
         objective = KernelObjective(problem.run, problem.reference, features.dtype)
         # The configs the search starts with compile in parallel processes while nothing else runs.
         fam = family(features.op)
+        failing = [f.config for f in known_failures]
         first = seeds + [c for c, _ in model.rank(features, fam.space(features))[:PRECOMPILE_TOP]]
-        precompile(precompile_as or case_like(features), first, seed=seed)
+        precompile(precompile_as or case_like(features), [c for c in first if c.as_dict() not in failing], seed=seed)
     outcome = tune(
         features, objective=objective, strategy=strategy, device=spec, model=model, budget=budget, seeds=seeds,
+        exclude=known_failures,
     )
     if check and not measuring:
         KernelObjective(problem.run, problem.reference, features.dtype).check(outcome.best_config)
-    key = key_for(features)
     db.put(outcome_to_entry(outcome), key)
     db.save()
     return outcome, key
+
+
+def known_failures_of(db, key: str) -> list:
+    """The failed configs recorded under ``key`` in this environment. Another Triton version's or
+    device's failures are not excluded: a different compiler or GPU may well run them."""
+    entry = db.get(key)  # current-environment entries only
+    return list(entry.failed) if entry is not None else []
 
 
 def case_like(features: ProblemFeatures):

@@ -11,6 +11,7 @@ from stuning.kernels.target import interpreting
 from stuning.tuning.cost_model import Coefficients, CostModel
 from stuning.tuning.device import DeviceSpec, local_spec, spec_for
 from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.search.base import RECORDED_STATUSES
 
 # The database "device" of runs through Triton's CPU interpreter: predictions only, never timings.
 INTERPRETER_DEVICE = "Triton interpreter (CPU)"
@@ -92,7 +93,12 @@ def key_for(features: ProblemFeatures) -> str:
 
 
 def outcome_to_entry(outcome) -> DBEntry:
-    """A database entry from a ``TuneOutcome``; model-only outcomes are marked as predictions."""
+    """A database entry from a ``TuneOutcome``; model-only outcomes are marked as predictions.
+
+    The outcome's failures of a recorded kind (compile_error, out_of_resources, wrong) go into the
+    entry's ``failed``; they include the stored ones the run excluded, and TuningDB.put unites them
+    with whatever else is held for the key in this environment.
+    """
     top = [TimedConfig(t["config"], t["time_us"] if outcome.measured else None) for t in outcome.top_k]
     return DBEntry(
         op=outcome.features.op,
@@ -103,4 +109,5 @@ def outcome_to_entry(outcome) -> DBEntry:
         predicted_us=outcome.predicted_us,
         measured=outcome.measured,
         tuner={"strategy": outcome.strategy, "trials": outcome.timed, "seconds": round(outcome.seconds, 3)},
+        failed=[f for f in outcome.failed if f.status in RECORDED_STATUSES],
     )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from stuning.db import FailedConfig
+from stuning.db.entry import union_failed
 from stuning.tuning.cost_model import CostModel
 from stuning.tuning.device import DeviceSpec, local_spec
 from stuning.tuning.features import ProblemFeatures
@@ -32,7 +36,9 @@ class TuneOutcome:
     timed: int  # configs timed
     space: int  # configs in the valid space
     seconds: float
-    failures: dict = field(default_factory=dict)  # status -> count
+    failures: dict = field(default_factory=dict)  # status -> count, this run's
+    # [FailedConfig]: this run's failures (every status) united with the excluded records passed in.
+    failed: list = field(default_factory=list)
 
 
 def default_budget(space: int) -> Budget:
@@ -51,9 +57,15 @@ def tune(
     budget: Budget | None = None,
     seeds: list | None = None,
     strategy_options: dict | None = None,
+    exclude: Iterable | None = None,
 ) -> TuneOutcome:
     """Tune one problem. ``objective``: ``config -> time_us`` (a ``KernelObjective`` on a GPU); needed
-    by every strategy but ``model``. ``seeds``: configs to try first (e.g. from an older database)."""
+    by every strategy but ``model``. ``seeds``: configs to try first (e.g. from an older database).
+
+    ``exclude``: configs known to fail here (``FailedConfig`` records from the database, config
+    dicts or configs). They are never compiled, timed or picked, so they do not count as timed, and
+    the records come back in the outcome's ``failed`` for the database to keep.
+    """
     start = time.perf_counter()
     device = device or local_spec()
     model = model or CostModel(device)
@@ -67,6 +79,14 @@ def tune(
         seeded = [c for c in seeds if c in in_space]
         preds = dict(ranked)
         ranked = [(c, preds[c]) for c in seeded] + [cp for cp in ranked if cp[0] not in set(seeded)]
+    excluded, carried = _exclusions(exclude)
+    if excluded:
+        ranked = [cp for cp in ranked if _name(cp[0].as_dict()) not in excluded]
+        if not ranked:
+            raise RuntimeError(
+                f"every valid {features.op} config for {features.key_features()} is recorded as failing in "
+                "this environment (the entry's 'failed' list); remove the entry to try them again"
+            )
     searcher = make_strategy(strategy, **(strategy_options or {}))
     recorder = RecordingObjective(objective) if objective is not None else None
     result = searcher.search(ranked, recorder, budget or default_budget(len(space)))
@@ -89,6 +109,7 @@ def tune(
         key=lambda t: (times[t.config] if result.measured else preds[t.config], repr(t.config)),
     )
     best = order[0].config
+    failed = [t for t in result.trials if not t.ok and result.measured]
     return TuneOutcome(
         features=features,
         strategy=strategy,
@@ -105,5 +126,23 @@ def tune(
         timed=result.timed,
         space=len(space),
         seconds=time.perf_counter() - start,
-        failures=dict(Counter(t.status for t in result.trials if not t.ok and result.measured)),
+        failures=dict(Counter(t.status for t in failed)),
+        failed=union_failed([*(FailedConfig.make(t.config.as_dict(), t.status, t.message) for t in failed),
+                             *carried]),
     )
+
+
+def _exclusions(exclude: Iterable | None) -> tuple[set[str], list[FailedConfig]]:
+    """The excluded configs' names (exact field sets: a record from another config layout matches
+    nothing, rather than being read with defaults as some other config), and the records to carry."""
+    names, records = set(), []
+    for item in exclude or ():
+        if isinstance(item, FailedConfig):
+            records.append(item)
+            item = item.config
+        names.add(_name(item if isinstance(item, dict) else item.as_dict()))
+    return names, records
+
+
+def _name(config: dict) -> str:
+    return json.dumps(config, sort_keys=True)

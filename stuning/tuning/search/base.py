@@ -17,6 +17,10 @@ from stuning.tuning.cost_model import config_sort_key
 
 STATUS_OK = "ok"
 STATUS_PREDICTED = "predicted"  # a model-only result: never measured
+# Failures that belong to the config on this compiler and device, so the database records them and
+# later runs in the same environment skip them. Anything else ("error") may be transient (memory held
+# by another process, a driver hiccup) and is tried again next time.
+RECORDED_STATUSES = frozenset({"compile_error", "out_of_resources", "wrong"})
 
 
 class TrialFailure(Exception):
