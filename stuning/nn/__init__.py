@@ -1,8 +1,9 @@
-"""Sparse layers for PyTorch models: ``SparseLinear``, ``sparsify`` (dense -> sparse, in place) and
-``pretune`` (tune a model's sparse products into the tuning database ahead of serving)."""
+"""Sparse layers for PyTorch models: ``SparseLinear``, ``SparseConv2d``, ``sparsify`` (dense -> sparse, in
+place) and ``pretune`` (tune a model's sparse products into the tuning database ahead of serving)."""
 
+from stuning.nn.conv import SparseConv2d
 from stuning.nn.linear import SparseLinear
 from stuning.nn.pretune import PretuneReport, pretune
 from stuning.nn.sparsify import LayerReport, SparsifyReport, sparsify
 
-__all__ = ["SparseLinear", "sparsify", "pretune", "SparsifyReport", "LayerReport", "PretuneReport"]
+__all__ = ["SparseLinear", "SparseConv2d", "sparsify", "pretune", "SparsifyReport", "LayerReport", "PretuneReport"]

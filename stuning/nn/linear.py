@@ -137,6 +137,9 @@ class SparseLayer(nn.Module):
         """The weight as the dense layer holds it (``nn.Linear``'s or ``nn.Conv2d``'s shape), zeros included."""
         return self.sparse_weight.to_dense().reshape(self._dense_shape)
 
+    def _check(self, x: torch.Tensor) -> None:
+        """Raise ``ValueError`` for an input of the wrong shape (a shape check only: meta tensors pass)."""
+
     def gemm_columns(self, input_shape: tuple[int, ...]) -> int:
         """N of the layer's ``W @ X`` for an input of this shape: what its config is looked up by."""
         raise NotImplementedError
@@ -238,10 +241,13 @@ class SparseLinear(SparseLayer):
                 f"format={self.format!r}, sparsity={self.sparsity:.1%}, backend={self.backend!r}")
 
     # -------------------------------------------------------------------------------- computing
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _check(self, x: torch.Tensor) -> None:
         if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError(f"SparseLinear: input of shape {tuple(x.shape)} does not end in "
                              f"in_features = {self.in_features}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._check(x)
         requires_grad = x.requires_grad
         x = self._input(x)
         lead = x.shape[:-1]

@@ -80,7 +80,7 @@ class PretuneReport:
 
 
 def sparse_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The layers whose weight is a ``SparseWeight`` (``SparseLinear``, and any later sparse layer)."""
+    """The layers whose weight is a ``SparseWeight`` (``SparseLinear``, ``SparseConv2d``, any later one)."""
     return [(name, m) for name, m in model.named_modules()
             if isinstance(getattr(m, "sparse_weight", None), SparseWeight)]
 
@@ -108,9 +108,28 @@ def _open(db, device_name: str | None):
     raise TypeError(f"pretune: db must be a TuningDB, a directory or None, got {type(db).__name__}")
 
 
-def collect_problems(model: nn.Module, tokens: Iterable[int], dtype: torch.dtype | None = None
-                     ) -> tuple[list[PretuneProblem], dict[str, SparseWeight]]:
-    """The distinct problems of ``model`` at each token count, and the weight each is tuned on."""
+def _columns(model: nn.Module, tokens, input_shapes) -> list[int] | dict[str, list[int]]:
+    """The N values to tune: ``tokens`` for every layer, or each layer's own from ``input_shapes``."""
+    if input_shapes is not None:
+        if tokens is not None:
+            raise ValueError("pretune: give tokens (the N of every layer) or input_shapes, not both")
+        from stuning.nn.shapes import gemm_columns
+
+        return gemm_columns(model, input_shapes)
+    if tokens is None:
+        from stuning.nn.conv import SparseConv2d
+
+        if any(isinstance(m, SparseConv2d) for _, m in sparse_layers(model)):
+            raise ValueError("pretune: a convolution's N (batch x H_out x W_out) depends on the input: pass "
+                             "input_shapes=[(B, C, H, W), ...] (or tokens= the N values themselves)")
+        tokens = DEFAULT_TOKENS
+    return _check_tokens(tokens)
+
+
+def collect_problems(model: nn.Module, tokens: Iterable[int] | dict[str, Iterable[int]],
+                     dtype: torch.dtype | None = None) -> tuple[list[PretuneProblem], dict[str, SparseWeight]]:
+    """The distinct problems of ``model`` at each token count (or each layer's, keyed by its name),
+    and the weight each is tuned on."""
     from stuning.tuning.features import dtype_name
     from stuning.tuning.session import key_for
 
@@ -122,7 +141,7 @@ def collect_problems(model: nn.Module, tokens: Iterable[int], dtype: torch.dtype
     for name, layer in layers:
         w: SparseWeight = layer.sparse_weight
         wanted = dtype or w.dtype
-        for t in tokens:
+        for t in tokens.get(name, ()) if isinstance(tokens, dict) else tokens:
             features = w.features(t, wanted)
             key = key_for(features)
             if key in problems:
@@ -136,10 +155,16 @@ def collect_problems(model: nn.Module, tokens: Iterable[int], dtype: torch.dtype
     return list(problems.values()), weights
 
 
-def pretune(model: nn.Module, *, tokens: Iterable[int] | int = DEFAULT_TOKENS, db=None, budget=None,
-            strategy: str = "model+optuna", device: str | None = None, dtype: torch.dtype | None = None,
+def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, input_shapes=None, db=None,
+            budget=None, strategy: str = "model+optuna", device: str | None = None, dtype: torch.dtype | None = None,
             check: bool = True, progress: bool = True, seed: int = 0) -> PretuneReport:
     """Tune the sparse layers of ``model`` (see ``stuning.sparsify``) at each token count in ``tokens``.
+
+    ``tokens``: the N of every layer's ``W @ X`` (a linear layer's tokens: batch x sequence; default
+    ``DEFAULT_TOKENS``). ``input_shapes``: instead, the shapes of the inputs the model will be served
+    (e.g. ``[(1, 3, 224, 224), (8, 3, 224, 224)]``), from which each layer's own N is found by a
+    forward pass on meta tensors (nothing computed); a convolution's N = batch x H_out x W_out, so a
+    model with ``SparseConv2d`` layers needs ``input_shapes`` (or ``tokens`` given as those N).
 
     ``db``: a ``TuningDB``, a directory (its database file for the device is read and written; point
     ``$STUNING_DB_DIR`` at it when serving), or ``None`` for the device's default database.
@@ -158,8 +183,7 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int = DEFAULT_TOKENS, d
 
     require_measuring(strategy)
     measuring = STRATEGIES[strategy].measures
-    token_list = _check_tokens(tokens)
-    problems, weights = collect_problems(model, token_list, dtype)
+    problems, weights = collect_problems(model, _columns(model, tokens, input_shapes), dtype)
     device_name = target_spec(device).name if device and not measuring else None
     tuning_db = _open(db, device_name)
     report = PretuneReport(strategy, tuning_db.device_name, str(tuning_db.write_path), problems)

@@ -1,8 +1,9 @@
 """``stuning.sparsify``: replace a model's dense layers by sparse ones, in place, and say what it saved.
 
 Which layers convert, and how, is the table ``CONVERTERS`` (layer type -> function building its sparse
-replacement): a sparse convolution is one more entry. The report reads every replacement through
-its ``sparse_weight``, whatever the layer type.
+replacement); ``UNSUPPORTED`` says which layers of a convertible type must stay dense (a grouped
+convolution), and why. The report reads every replacement through its ``sparse_weight``, whatever
+the layer type.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from torch import nn
 
+from stuning.nn.conv import SparseConv2d
 from stuning.nn.linear import SparseLinear
 from stuning.nn.weights import PATTERN_FORMATS
 
@@ -23,9 +25,16 @@ def _linear(module: nn.Linear, fmt: str, sparsity: float | None, options: dict) 
     return SparseLinear.from_linear(module, fmt, sparsity=sparsity, **options)
 
 
+def _conv2d(module: nn.Conv2d, fmt: str, sparsity: float | None, options: dict) -> nn.Module:
+    return SparseConv2d.from_conv(module, fmt, sparsity=sparsity, **options)
+
+
 # Exact types: subclasses (MultiheadAttention's out_proj, quantized linears) are read by their
 # parents as dense weights, so replacing them would break the parent.
-CONVERTERS: dict[type, Callable[[nn.Module, str, float | None, dict], nn.Module]] = {nn.Linear: _linear}
+CONVERTERS: dict[type, Callable[[nn.Module, str, float | None, dict], nn.Module]] = {
+    nn.Linear: _linear, nn.Conv2d: _conv2d}
+# Layer type -> why one of its layers cannot convert (None: it can); such a layer is skipped, not an error.
+UNSUPPORTED: dict[type, Callable[[nn.Module], str | None]] = {nn.Conv2d: SparseConv2d.unsupported}
 
 
 @dataclass
@@ -124,13 +133,16 @@ def _skip_rule(skip) -> Callable[[str, nn.Module], bool]:
 def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = "unstructured",
              min_size: int = DEFAULT_MIN_SIZE, skip: str | Callable | Iterable | None = None, backend: str = "auto",
              pad_to: int = 1) -> SparsifyReport:
-    """Replace ``model``'s ``nn.Linear`` layers by ``SparseLinear`` in place; returns what changed.
+    """Replace ``model``'s ``nn.Linear`` and ``nn.Conv2d`` layers by ``SparseLinear`` and ``SparseConv2d``
+    in place; returns what changed.
 
     ``pattern``: ``"unstructured"`` (CSR) or ``"2:4"``. ``sparsity``: magnitude-prune each weight to
     this fraction of zeros (2:4 takes 0.5: two of every four kept), or ``None`` to keep the zeros the
     weights already have (a 2:4 weight must then be 2:4 already). Layers whose weight has fewer than
     ``min_size`` entries, or that ``skip`` names, stay dense and are listed in ``report.skipped``.
-    A layer shared by several parents is replaced everywhere by the same sparse layer.
+    A layer shared by several parents is replaced everywhere by the same sparse layer. Grouped and
+    depthwise convolutions stay dense, the reason in ``report.skipped``. A convolution's sparsity is
+    over its whole weight; 2:4 groups run along its flattened C_in x kh x kw rows.
     """
     if pattern not in PATTERN_FORMATS:
         raise ValueError(f"sparsify: unknown pattern {pattern!r}; use 'unstructured' or '2:4'")
@@ -140,7 +152,7 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
     options = {"backend": backend, "pad_to": pad_to}
     if type(model) in CONVERTERS:
         raise ValueError(f"sparsify: the model is a single {type(model).__name__} layer; replace it yourself, "
-                         "e.g. with SparseLinear.from_linear")
+                         "e.g. with SparseLinear.from_linear or SparseConv2d.from_conv")
     skipped_by_rule = _skip_rule(skip)
     report = SparsifyReport()
     replaced: dict[int, nn.Module] = {}
@@ -151,6 +163,10 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
         weight = module.weight
         if skipped_by_rule(name, module):
             report.skipped[name] = "skip"
+            continue
+        why = UNSUPPORTED.get(type(module), lambda m: None)(module)
+        if why is not None:
+            report.skipped[name] = why
             continue
         if weight.numel() < min_size:
             report.skipped[name] = f"{weight.numel()} weights < min_size {min_size}"

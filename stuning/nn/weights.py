@@ -1,9 +1,9 @@
 """A layer's sparse weight in one format: its tensors, its kernel, its tuning problems, its PyTorch twin.
 
-Layers (``SparseLinear`` now, a convolution later) hold their weight as plain tensors (module buffers)
-and wrap them in a ``SparseWeight``, which knows, for its format, how to compress a dense weight, how
-to run ``W @ X`` through the Triton kernel and through PyTorch, and what the tuner's features are
-for ``W @ X`` with N columns. Everything a forward needs per call is computed here once.
+Layers (``SparseLinear``; ``SparseConv2d``, whose M x K is its GEMM view) hold their weight as plain
+tensors (module buffers) and wrap them in a ``SparseWeight``, which knows, for its format, how to
+compress a dense weight, how to run ``W @ X`` through the Triton kernel and through PyTorch, and
+what the tuner's features are for ``W @ X`` with N columns. Everything a forward needs per call is computed here once.
 """
 
 from __future__ import annotations
