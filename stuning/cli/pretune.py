@@ -42,6 +42,12 @@ def register(sub) -> None:
                    help="database directory to read and write (default: the device's; serve with STUNING_DB_DIR=DIR)")
     p.add_argument("--no-check", action="store_true",
                    help="do not run each chosen config against a reference (slow in the CPU interpreter)")
+    p.add_argument("--workers", default=None, metavar="N|auto",
+                   help="tune in N processes, worker i on GPU i of CUDA_VISIBLE_DEVICES (without a GPU: N CPU "
+                   "processes); auto: one per visible GPU")
+    p.add_argument("--storage", default=None, metavar="URL",
+                   help="Optuna storage holding the work list and every search: a journal file for one machine, "
+                   "an RDB URL (postgresql://...) for several; the same command elsewhere joins, a rerun resumes")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     p.set_defaults(func=run)
 
@@ -98,6 +104,9 @@ def run(args) -> int:
         raise CLIError(str(e), EXIT_NO_GPU) from None
     if args.db is not None and Path(args.db).exists() and not Path(args.db).is_dir():
         raise CLIError(f"--db must be a directory, got the file {args.db}")
+    # Seeded, so that a --model with random weights builds the same ones on every machine joining a
+    # --storage run (their problems, keyed by sparsity statistics, must be the same problems).
+    torch.manual_seed(0)
     model = _load_model(args)
     if args.dtype:
         model = model.to(getattr(torch, DTYPES[args.dtype]))
@@ -110,7 +119,7 @@ def run(args) -> int:
     if args.trials is not None or args.seconds is not None:
         budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
     tuned = pretune(model, tokens=tokens, db=args.db, budget=budget, strategy=args.strategy, device=args.device,
-                    check=not args.no_check, progress=not args.json)
+                    check=not args.no_check, progress=not args.json, workers=args.workers, storage=args.storage)
     code = EXIT_FAILED if tuned.failed else EXIT_OK
     if args.json:
         print_json({"sparsify": sparse.to_dict(), "pretune": tuned.to_dict()})
@@ -125,4 +134,10 @@ def run(args) -> int:
                     rows))
     con.print(f"{tuned.tuned} tuned, {tuned.skipped} already in the database, {tuned.unsupported} unsupported, "
               f"{tuned.failed} failed, in {tuned.seconds:.1f} s; database: {tuned.database}")
+    for w in getattr(tuned, "workers", []):
+        if w["exit_code"] != 0:
+            con.print(f"worker {w['index']} (pid {w['pid']}, GPU {w['gpu']}) exited with code {w['exit_code']}")
+    for lost in getattr(tuned, "lost", []):
+        then = "retried" if lost["retried"] else "not retried"
+        con.print(f"lost: attempt {lost['attempt']} at {lost['key']} ({lost['worker']} died); {then}")
     return code

@@ -157,7 +157,8 @@ def collect_problems(model: nn.Module, tokens: Iterable[int] | dict[str, Iterabl
 
 def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, input_shapes=None, db=None,
             budget=None, strategy: str = "model+optuna", device: str | None = None, dtype: torch.dtype | None = None,
-            check: bool = True, progress: bool = True, seed: int = 0) -> PretuneReport:
+            check: bool = True, progress: bool = True, seed: int = 0, workers=None,
+            storage: str | None = None) -> PretuneReport:
     """Tune the sparse layers of ``model`` (see ``stuning.sparsify``) at each token count in ``tokens``.
 
     ``tokens``: the N of every layer's ``W @ X`` (a linear layer's tokens: batch x sequence; default
@@ -175,6 +176,11 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     ``check`` runs each chosen config once against a reference before it is stored. A problem that
     cannot be tuned (no valid config, every config failing) is reported as ``failed`` and the others
     go on; at run time it gets the kernel's heuristic config.
+
+    ``workers``: tune in this many processes, one per GPU ("auto": every visible GPU); ``storage``:
+    an Optuna storage URL (a journal file, or an RDB URL such as PostgreSQL) holding the work list
+    and every search, which the same call on other machines joins and a rerun resumes. See
+    ``stuning.nn.shared_pretune``.
     """
     from stuning.ops.selection import SELECTOR
     from stuning.tuning.driver import can_measure, require_measuring
@@ -186,6 +192,12 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     problems, weights = collect_problems(model, _columns(model, tokens, input_shapes), dtype)
     device_name = target_spec(device).name if device and not measuring else None
     tuning_db = _open(db, device_name)
+    if workers is not None or storage is not None:
+        from stuning.nn.shared_pretune import pretune_shared
+
+        return pretune_shared(model, problems, weights, tuning_db, strategy=strategy, budget=budget,
+                              device_name=device_name, check=check, progress=progress, seed=seed, workers=workers,
+                              storage=storage)
     report = PretuneReport(strategy, tuning_db.device_name, str(tuning_db.write_path), problems)
     run_device = "cuda" if can_measure() else "cpu"
     can_check = check and (can_measure() or interpreting())

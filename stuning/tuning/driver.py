@@ -13,6 +13,7 @@ from stuning.tuning.problems import Problem, build_problem
 from stuning.tuning.registry import family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
+from stuning.tuning.synthetic_timer import synthetic_timer
 from stuning.tuning.tuner import TuneOutcome, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
@@ -24,7 +25,7 @@ def can_measure() -> bool:
 
 
 def require_measuring(strategy: str) -> None:
-    if STRATEGIES[strategy].measures and not can_measure():
+    if STRATEGIES[strategy].measures and not can_measure() and synthetic_timer() is None:
         raise RuntimeError(
             f"strategy {strategy!r} times kernels and needs a CUDA GPU; without one use --strategy model "
             "(the cost model's choice, stored as a prediction)"
@@ -80,12 +81,15 @@ def tune_problem(
     check: bool = True,
     precompile_as=None,
     seed: int = 0,
+    strategy_options: dict | None = None,
 ) -> tuple[TuneOutcome, str]:
     """Tune a built problem (a suite case's, or one on a given matrix such as a model's weight) the
     way ``tune_case`` does, store the result in ``db`` (saved), and return (outcome, key).
 
     ``precompile_as``: the suite case whose inputs the parallel precompile workers build; compiled
     kernels depend on shapes and dtypes only, so a case of the same shape serves a given matrix.
+    ``strategy_options``: passed to the search strategy (e.g. the Optuna storage of a shared search).
+    With ``$STUNING_SYNTHETIC_TIMER`` set, configs are "timed" by that function (tests, benchmarks).
 
     Configs that the key's entry records as failed in this environment are neither precompiled nor
     tried; this run's failures are stored with the result, so no run pays for them again.
@@ -102,7 +106,10 @@ def tune_problem(
     key = key_for(features)
     known_failures = known_failures_of(db, key)
     objective = None
-    if measuring:
+    timer = synthetic_timer() if measuring else None
+    if timer is not None:
+        objective = lambda config: timer(features, config)  # no kernel runs, so nothing to compile
+    elif measuring:
         objective = KernelObjective(problem.run, problem.reference, features.dtype)
         # The configs the search starts with compile in parallel processes while nothing else runs.
         fam = family(features.op)
@@ -111,7 +118,7 @@ def tune_problem(
         precompile(precompile_as or case_like(features), [c for c in first if c.as_dict() not in failing], seed=seed)
     outcome = tune(
         features, objective=objective, strategy=strategy, device=spec, model=model, budget=budget, seeds=seeds,
-        exclude=known_failures,
+        exclude=known_failures, strategy_options=strategy_options,
     )
     if check and not measuring:
         KernelObjective(problem.run, problem.reference, features.dtype).check(outcome.best_config)

@@ -4,6 +4,10 @@ The model's top-k are Optuna's first trials; TPE then samples each config field 
 over the values the survivors use. A sampled combination that is not a survivor is mapped to the
 survivor that shares the most fields with it (untimed ones first), and the study is told what was
 really timed, so its history stays true.
+
+Given an Optuna ``storage`` and a ``study_name``, the study lives there: a search of the same study
+by another process (after this one died, on any machine sharing the storage) resumes its trials
+(see ``persistent_study``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from optuna.trial import TrialState, create_trial
 
 from stuning.tuning.cost_model import config_sort_key
 from stuning.tuning.search.base import Budget, RecordingObjective, SearchResult, SearchStrategy, Trial
+from stuning.tuning.search.persistent_study import open_study, restore_trials, study_distributions, trial_attrs
 
 # Optuna needs finite values: failed configs are told as this many times the worst time seen.
 _FAILURE_PENALTY = 10.0
@@ -26,11 +31,14 @@ _FAILURE_PENALTY = 10.0
 class ModelOptunaSearch(SearchStrategy):
     name = "model+optuna"
 
-    def __init__(self, top_k: int = 8, keep_fraction: float = 0.3, within: float = 4.0, seed: int = 0):
+    def __init__(self, top_k: int = 8, keep_fraction: float = 0.3, within: float = 4.0, seed: int = 0,
+                 storage=None, study_name: str | None = None):
         self.top_k = top_k
         self.keep_fraction = keep_fraction
         self.within = within
         self.seed = seed
+        self.storage = storage  # an Optuna storage (and the study's name in it), or None: in memory
+        self.study_name = study_name
 
     def survivors(self, ranked: list[tuple[object, float]]) -> list[tuple[object, float]]:
         if not ranked:
@@ -51,16 +59,19 @@ class ModelOptunaSearch(SearchStrategy):
         }
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=max(4, self.top_k // 2))
-        study = optuna.create_study(direction="minimize", sampler=sampler)
-        for config, _ in survivors[: self.top_k]:
-            study.enqueue_trial({n: getattr(config, n) for n in names})
+        study = open_study(self.storage, self.study_name, sampler)
+        config_type = type(survivors[0][0])
+        trials: list[Trial] = restore_trials(study, config_type, objective, dict(ranked))
+        dists = study_distributions(study, dists)
+        if not study.get_trials(deepcopy=False):  # a resumed study keeps the queue it was given
+            for config, _ in survivors[: self.top_k]:
+                study.enqueue_trial({n: getattr(config, n) for n in names})
 
-        trials: list[Trial] = []
-        worst = 0.0
+        worst = max((t.time_us for t in trials if t.ok), default=0.0)
         misses = 0
         while not budget.exhausted(objective.timed, start) and len(trials) < len(survivors):
             asked = study.ask(dists)
-            sampled = type(survivors[0][0])(**asked.params)
+            sampled = config_type(**asked.params)
             config = sampled if sampled in predicted else self._nearest(sampled, survivors, objective)
             if config in objective.results:
                 # Every survivor near this sample is timed already: let TPE move on.
@@ -69,18 +80,25 @@ class ModelOptunaSearch(SearchStrategy):
                 if misses > 4 * len(survivors):
                     break
                 continue
-            trial = objective(config, predicted[config])
+            try:
+                trial = objective(config, predicted[config])
+            except BaseException:
+                # An interrupt says nothing about the config: a failed trial without a status is one
+                # a resumed search may time again (a crash leaves it running: see persistent_study).
+                study.tell(asked, state=TrialState.FAIL)
+                raise
             trials.append(trial)
             if trial.ok:
                 worst = max(worst, trial.time_us)
             value = trial.time_us if trial.ok else _FAILURE_PENALTY * max(worst, 1.0)
             if config == sampled:
+                for name, attr in trial_attrs(trial).items():
+                    asked.set_user_attr(name, attr)
                 study.tell(asked, value)
             else:
                 study.tell(asked, state=TrialState.PRUNED)
-                study.add_trial(
-                    create_trial(params={n: getattr(config, n) for n in names}, distributions=dists, value=value)
-                )
+                study.add_trial(create_trial(params={n: getattr(config, n) for n in names}, distributions=dists,
+                                             value=value, user_attrs=trial_attrs(trial)))
         return SearchResult(
             self.name,
             trials,
