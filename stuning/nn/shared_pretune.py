@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 import signal
 import subprocess
@@ -149,6 +150,8 @@ def _run_local_workers(spec: WorkerSpec, count: int, board: ClaimBoard, progress
     """Run ``count`` worker processes until all exit; returns what became of each."""
     gpus = visible_gpus()
     keys = [p.key for p in spec.problems]
+    # Each worker sees its GPU as cuda:0, so weights travel on the CPU (tuning copies them over).
+    spec = dataclasses.replace(spec, weights={k: w.cast(device="cpu") for k, w in spec.weights.items()})
     with tempfile.TemporaryDirectory(prefix="stuning-workers-") as tmp:
         spec_path = Path(tmp) / "spec.pt"
         torch.save(spec, spec_path)
