@@ -124,3 +124,17 @@ def test_pretune_bad_requests_raise(db_dir, kwargs, match):
     stuning.sparsify(model, sparsity=0.8, min_size=0)
     with pytest.raises(ValueError, match=match):
         stuning.pretune(model, strategy="model", progress=False, **kwargs)
+
+
+def test_cli_pretune_of_a_cnn_takes_input_shapes(db_dir, capsys):
+    from stuning.cli.main import main
+
+    argv = ["pretune", "--model", "stuning.nn.cnn_examples:tiny_resnet", "--sparsity", "0.8", "--min-size", "0",
+            "--strategy", "model", "--device", "h100", "--db", str(db_dir / "cli"), "--no-check"]
+    assert main([*argv, "--input-shapes", "2x3x32x32", "--json"]) in (0, 1)  # 1: the K = 8 layers fail
+    out = json.loads(capsys.readouterr().out)["pretune"]
+    stem = [p for p in out["problems"] if p["layers"] == ["stem.0"]]
+    assert [(p["shape"], p["tokens"], p["status"]) for p in stem] == [([8, 147], 2 * 16 * 16, "tuned")]
+    assert main(argv) == 2  # a convolution's N needs the input shapes
+    assert "depends on the input: pass input_shapes" in capsys.readouterr().err
+    assert main([*argv, "--tokens", "16", "--input-shapes", "1x3x32x32"]) == 2

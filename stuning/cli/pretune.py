@@ -17,8 +17,8 @@ DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 def register(sub) -> None:
     p = sub.add_parser(
         "pretune", help="sparsify a model's weights and tune every distinct sparse product into the database",
-        description="Build a model (--model) or read its weights (--weights), sparsify its linear layers as "
-        "stuning.sparsify does, and tune each distinct (op, shape, sparsity, dtype, tokens) problem once. "
+        description="Build a model (--model) or read its weights (--weights), sparsify its linear and convolution "
+        "layers as stuning.sparsify does, and tune each distinct (op, shape, sparsity, dtype, tokens) problem once. "
         "Problems already in the database are skipped, so an interrupted run resumes.",
     )
     source = p.add_mutually_exclusive_group(required=True)
@@ -30,7 +30,11 @@ def register(sub) -> None:
                    help="magnitude-prune each weight to this fraction of zeros (2:4 takes 0.5); "
                    "default: keep the zeros the weights have")
     p.add_argument("--pattern", default="unstructured", choices=["unstructured", "2:4"])
-    p.add_argument("--tokens", default="16,128,512,2048", help="token counts (columns of X) to tune for")
+    p.add_argument("--tokens", default=None,
+                   help="token counts (columns of X) to tune every layer for (default: 16,128,512,2048)")
+    p.add_argument("--input-shapes", default=None, metavar="BxCxHxW,...",
+                   help="instead of --tokens: the model's input shapes, e.g. 1x3x224x224,8x3x224x224; each layer "
+                   "is tuned at the N they give it (a convolution's N is batch x H_out x W_out)")
     p.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="serve in this dtype (default: the weights')")
     p.add_argument("--min-size", type=int, default=None, help="leave weights with fewer entries dense")
     p.add_argument("--skip", default="*embed*", help="comma-separated layer-name globs to leave dense")
@@ -92,9 +96,14 @@ def run(args) -> int:
     from stuning.tuning.driver import require_measuring
     from stuning.tuning.search import Budget
 
-    tokens = _split(args.tokens, "tokens", int)
-    if any(t <= 0 for t in tokens):
+    if args.tokens is not None and args.input_shapes is not None:
+        raise CLIError("give --tokens (the N of every layer) or --input-shapes, not both")
+    tokens = None if args.tokens is None else _split(args.tokens, "tokens", int)
+    if tokens is not None and any(t <= 0 for t in tokens):
         raise CLIError(f"--tokens values must be positive, got {args.tokens!r}")
+    input_shapes = None
+    if args.input_shapes is not None:
+        input_shapes = _split(args.input_shapes, "input-shapes", lambda t: tuple(int(d) for d in t.lower().split("x")))
     sparsity = None if args.sparsity is None else _fraction(args.sparsity)
     if args.trials is not None and args.trials < 1:
         raise CLIError("--trials must be at least 1")
@@ -118,7 +127,8 @@ def run(args) -> int:
     budget = None
     if args.trials is not None or args.seconds is not None:
         budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
-    tuned = pretune(model, tokens=tokens, db=args.db, budget=budget, strategy=args.strategy, device=args.device,
+    tuned = pretune(model, tokens=tokens, input_shapes=input_shapes, db=args.db, budget=budget,
+                    strategy=args.strategy, device=args.device,
                     check=not args.no_check, progress=not args.json, workers=args.workers, storage=args.storage)
     code = EXIT_FAILED if tuned.failed else EXIT_OK
     if args.json:
