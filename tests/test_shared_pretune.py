@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -176,6 +177,14 @@ def test_claims_are_exclusive_and_expire_with_their_heartbeat(tmp_path):
     second._stop.set()
     time.sleep(0.3)
     assert theirs.status(theirs.snapshot()["k"]) == claims.FAILED  # two deaths: given up
+
+    long_lease = Lease(heartbeat_s=60.0, expire_s=60.0)
+    parent = ClaimBoard(open_storage(path), "other space", lease=long_lease)
+    orphan = ClaimBoard(open_storage(path), "other space", lease=long_lease).try_claim("d", None)
+    orphan._stop.set()  # its process exited, and its parent saw it: the problem is free at once
+    assert parent.declare_dead(socket.gethostname(), os.getpid(), "exited with code 1") == 1
+    seen = parent.snapshot()["d"]
+    assert parent.status(seen) == claims.FREE and [a.number for a in seen.lost(long_lease, time.time())] == [1]
 
     released = mine.try_claim("r", None)
     released.release()

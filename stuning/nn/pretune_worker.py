@@ -112,7 +112,10 @@ def main(argv: list[str]) -> int:
     # Results travel through the storage; stdout stays the coordinator's (its --json output).
     os.dup2(2, 1)
     spec = torch.load(argv[0], weights_only=False)
-    run_worker(spec, label=f"worker {argv[1]}")
+    try:
+        run_worker(spec, label=f"worker {argv[1]}")
+    except KeyboardInterrupt:  # the coordinator stopping its workers; a problem held was given back
+        return 130
     return 0
 
 

@@ -2,8 +2,9 @@
 
 The work list lives in an Optuna storage (``stuning.tuning.optuna_storage``): a claim per problem
 with a heartbeat (``stuning.tuning.claims``), so no two workers tune the same problem and a dead
-worker's problem is taken over once its lease expires, and one Optuna study per problem holding its
-search, so the taker resumes the trials instead of starting over. Every finished problem's database
+worker's problem is taken over once its lease expires (at once when the worker was one of this
+process's, which sees it exit), and one Optuna study per problem holding its search, so the taker
+resumes the trials instead of starting over. Every finished problem's database
 entry is stored with its claim; at the end this process merges them all (its own workers', other
 machines') into its database, under the database's file lock.
 
@@ -21,6 +22,7 @@ import copy
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -172,9 +174,15 @@ def _run_local_workers(spec: WorkerSpec, count: int, board: ClaimBoard, progress
 
 
 def _wait(procs: list[subprocess.Popen], board: ClaimBoard, keys: list[str], progress: bool) -> None:
+    mourned: set[int] = set()
     with _progress(progress) as bar:
         task = bar.add_task(f"pretune ({len(procs)} workers)", total=len(keys))
         while any(p.poll() is None for p in procs):
+            for i, p in enumerate(procs):
+                if p.poll() not in (None, 0) and i not in mourned:
+                    # Its problem goes to the others now, not when its lease runs out.
+                    board.declare_dead(socket.gethostname(), p.pid, f"worker {i} exited with code {p.returncode}")
+                    mourned.add(i)
             snapshot = board.snapshot()
             finished = sum(board.status(snapshot.get(k)) in (claims.DONE, claims.FAILED) for k in keys)
             alive = sum(p.poll() is None for p in procs)
@@ -202,7 +210,11 @@ def _settle(p: PretuneProblem, claimed: ProblemClaims | None, before: ProblemCla
     status = board.status(claimed)
     result = claimed.last.result if claimed and claimed.last else None
     if status == claims.DONE:
-        entry = DBEntry.from_json(result["entry"])
+        try:
+            entry = DBEntry.from_json(result["entry"])
+        except (KeyError, TypeError, ValueError) as e:  # e.g. written by another stuning version's schema
+            p.status, p.note = FAILED, f"its entry in the storage is not valid here: {e}"[:200]
+            return
         held = tuning_db.put(entry, p.key)
         done_before = before is not None and board.status(before) == claims.DONE
         _fill(p, DONE if done_before else TUNED, held)

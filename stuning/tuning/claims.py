@@ -8,8 +8,9 @@ record in a journal's log), so exactly one process wins each attempt. The holder
 result: ``done`` (with the database entry, so every machine can fill its own database from the
 storage), ``failed`` (the problem cannot be tuned; nobody retries it) or ``released`` (interrupted
 cleanly; anybody may take the next attempt at once). An attempt with no result and no heartbeat for
-``Lease.expire_s`` belongs to a dead worker: the next process to look takes attempt n + 1, until
-``Lease.max_deaths`` attempts of one problem have died.
+``Lease.expire_s`` belongs to a dead worker, as does one marked ``died`` by the process that saw its
+worker exit (no need to wait for the lease then): the next process to look takes attempt n + 1,
+until ``Lease.max_deaths`` attempts of one problem have died.
 
 Heartbeats compare the holder's clock with the reader's: machines sharing a storage should keep
 their clocks in step (NTP) to well within the lease.
@@ -28,7 +29,7 @@ from optuna.study import StudyDirection
 
 from stuning.tuning.optuna_storage import claim_study_name, parse_claim_study_name
 
-DONE, FAILED, RELEASED, RUNNING = "done", "failed", "released", "running"
+DONE, FAILED, RELEASED, DIED, RUNNING = "done", "failed", "released", "died", "running"
 FREE, BUSY = "free", "busy"  # what a problem is to a process looking for work (with DONE, FAILED)
 
 
@@ -43,6 +44,7 @@ class Lease:
 class Attempt:
     key: str
     number: int
+    study_id: int
     owner: dict  # {"worker", "host", "pid", "started"}
     heartbeat: float  # the holder's last sign of life (wall clock)
     result: dict | None  # {"state", "entry", "note", "seconds"} once finished
@@ -53,6 +55,10 @@ class Attempt:
 
     def stale(self, lease: Lease, now: float) -> bool:
         return self.result is None and now - self.heartbeat > lease.expire_s
+
+    def dead(self, lease: Lease, now: float, last: bool) -> bool:
+        """Its worker died: marked so, or unfinished and either superseded or out of heartbeats."""
+        return self.state == DIED or (self.result is None and (not last or self.stale(lease, now)))
 
 
 @dataclass
@@ -67,8 +73,8 @@ class ProblemClaims:
         return self.attempts[-1] if self.attempts else None
 
     def lost(self, lease: Lease, now: float) -> list[Attempt]:
-        """Attempts whose worker died: unfinished and either superseded or out of heartbeats."""
-        return [a for a in self.attempts if a.result is None and (a is not self.last or a.stale(lease, now))]
+        """Attempts whose worker died."""
+        return [a for a in self.attempts if a.dead(lease, now, a is self.last)]
 
     def status(self, lease: Lease, now: float) -> str:
         last = self.last
@@ -76,7 +82,7 @@ class ProblemClaims:
             return FREE
         if last.state in (DONE, FAILED):
             return last.state
-        if not last.stale(lease, now):
+        if not last.dead(lease, now, True):
             return BUSY
         return FAILED if len(self.lost(lease, now)) >= lease.max_deaths else FREE
 
@@ -134,7 +140,7 @@ class ClaimBoard:
             key, number = parsed
             attrs = study.user_attrs
             heartbeat = attrs.get("heartbeat", self._first_seen.setdefault((key, number), now))
-            attempt = Attempt(key, number, attrs.get("owner", {}), heartbeat, attrs.get("result"))
+            attempt = Attempt(key, number, study._study_id, attrs.get("owner", {}), heartbeat, attrs.get("result"))
             out.setdefault(key, ProblemClaims(key)).attempts.append(attempt)
         for claims in out.values():
             claims.attempts.sort(key=lambda a: a.number)
@@ -142,6 +148,19 @@ class ClaimBoard:
 
     def status(self, claims: ProblemClaims | None) -> str:
         return FREE if claims is None else claims.status(self.lease, time.time())
+
+    def declare_dead(self, host: str, pid: int, note: str) -> int:
+        """Mark the unfinished attempts of process ``pid`` on ``host`` as died, so that others take
+        them over now rather than when the lease expires; for a parent that saw the process exit.
+        Returns how many were marked."""
+        marked = 0
+        for claims in self.snapshot().values():
+            for a in claims.attempts:
+                if a.result is None and a.owner.get("host") == host and a.owner.get("pid") == pid:
+                    result = {"state": DIED, "note": note, "finished": time.time()}
+                    self.storage.set_study_user_attr(a.study_id, "result", result)
+                    marked += 1
+        return marked
 
     def try_claim(self, key: str, claims: ProblemClaims | None) -> Claim | None:
         """Take the attempt after the last one in ``claims`` (what ``snapshot`` read), or None if
