@@ -97,6 +97,15 @@ def test_unbatched_and_empty_inputs(gen):
     assert sparse(torch.zeros(0, C_IN, 6, 5)).shape == (0, C_OUT, 6, 5)
 
 
+def test_autocast_casts_the_input_to_the_weight_dtype(gen):
+    sparse, dense = _pruned(torch.bfloat16, gen, backend="torch")
+    x = randn(2, C_IN, 5, 6, dtype=torch.float32, gen=gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = sparse(x)
+    assert y.dtype == torch.bfloat16
+    assert_close(y, _reference(dense, x.bfloat16()), TOL[torch.bfloat16], "under autocast")
+
+
 def test_pointwise_conv_uses_the_activations_without_im2col(gen):
     sparse, _ = _pruned(torch.float32, gen, kernel=1, padding=0)
     one = randn(1, C_IN, 6, 5, dtype=torch.float32, gen=gen)

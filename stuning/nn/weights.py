@@ -97,7 +97,10 @@ class SparseWeight(ABC):
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "Sparse", UserWarning)  # "beta", "invariant checks"
                 operand = self._torch_operand = self._to_torch_csr()
-        return torch.sparse.mm(operand, x.to(operand.dtype))
+        # Autocast would cast the operands back down (to bf16 on a CPU, where MKL has no such product):
+        # the dtype chosen here is the one the device can do.
+        with torch.autocast(x.device.type, enabled=False):
+            return torch.sparse.mm(operand, x.to(operand.dtype))
 
     def _to_torch_csr(self) -> torch.Tensor:
         return self.to_dense().to(torch_compute_dtype(self.dtype, self.device)).to_sparse_csr()
