@@ -188,7 +188,8 @@ def config_space(problem: SpMMProblem, budget: DeviceBudget | None = None) -> li
     """Every config worth compiling for the problem on the device."""
     budget = budget or device_budget()
     n_cap = max(16, triton.next_power_of_2(problem.n))
-    max_row_len_cap = max(4, triton.next_power_of_2(max(1, problem.nnz // max(1, problem.m)) * 4))
+    # The shortest step stays in even when rows average under 2 nonzeros (pruned pointwise convs).
+    max_row_len_cap = max(min(_NNZ_STEPS), triton.next_power_of_2(max(1, problem.nnz // max(1, problem.m)) * 4))
     out = []
     # Narrower loads than alignment allows were 1.6-5x slower in every measured problem: not worth timing.
     vec = next(v for v in _VECS if problem.n % v == 0)

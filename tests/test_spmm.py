@@ -60,6 +60,17 @@ def test_config_space_is_valid():
     assert {c.swizzle for c in SAMPLED} == {False, True}
 
 
+def test_rows_under_two_nonzeros_still_have_configs(gen, device):
+    """A pointwise conv pruned to 95% has rows of about one nonzero: the shortest step still fits."""
+    m, k, n = 64, 32, 24
+    dense = sparse_from_lengths(torch.randint(0, 3, (m,), generator=gen), k, torch.float32, gen)
+    space = spmm_kernel.config_space(SpMMProblem(m, k, n, int((dense != 0).sum()), torch.float32))
+    assert space and min(c.nnz_step for c in space) == 8
+    b = randn(k, n, dtype=torch.float32, gen=gen)
+    config = sample_configs(space, 1, seed=3)[0]
+    assert_close(run(dense, b, config, device=device), spmm_ref(dense, b), TOL[torch.float32], f"spmm {config}")
+
+
 @pytest.mark.parametrize("pad_to", [1, 4], ids=["unpadded", "pad4"])
 @pytest.mark.parametrize("config", config_params(SAMPLED, spmm_kernel.heuristic(PROBLEM)))
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
