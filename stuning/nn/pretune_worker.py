@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stuning.nn.pretune import DONE, FAILED, TUNED, PretuneProblem, _tune_one
@@ -40,8 +41,10 @@ class WorkerSpec:
     lease: Lease
 
 
-def run_worker(spec: WorkerSpec, *, label: str = "worker") -> None:
-    """Claim and tune ``spec.problems`` until each is done or given up (by any worker)."""
+def run_worker(spec: WorkerSpec, *, label: str = "worker",
+               on_settled: Callable[[PretuneProblem], None] | None = None) -> None:
+    """Claim and tune ``spec.problems`` until each is done or given up (by any worker);
+    ``on_settled(problem)`` is called as each leaves the list (a progress bar)."""
     import optuna
 
     from stuning.kernels.target import interpreting
@@ -58,6 +61,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker") -> None:
         "strategy": spec.strategy, "budget": spec.budget, "device_name": spec.db_device, "seed": spec.seed,
         "check": spec.check and (can_measure() or interpreting()), "run_device": "cuda" if can_measure() else "cpu",
     }
+    settled = on_settled or (lambda problem: None)
     poll_s = min(1.0, spec.lease.heartbeat_s)
     todo = {p.key: p for p in spec.problems}
     while todo:
@@ -67,6 +71,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker") -> None:
             status = board.status(snapshot.get(key))
             if status in (claims.DONE, claims.FAILED):
                 del todo[key]
+                settled(problem)
                 continue
             if status == claims.BUSY:
                 continue
@@ -75,6 +80,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker") -> None:
                 continue
             _tune_claimed(claim, problem, spec.weights[key], db, measuring, spec, options)
             del todo[key]
+            settled(problem)
             took = True
             break  # time has passed: read the board again before choosing the next problem
         if todo and not took:

@@ -117,8 +117,10 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         spec = WorkerSpec([copy.copy(p) for p in todo], {p.key: weights[p.key] for p in todo}, url, board.space,
                           device_name, [str(d) for d in tuning_db.search_path], str(tuning_db.write_path.parent),
                           strategy, budget, check, seed, lease)
-        if count == 1 or not todo:
-            run_worker(spec, label="worker 0")  # in this process: nothing to start (or nothing to do)
+        if count == 1 or not todo:  # in this process: nothing to start (or nothing to do)
+            with _progress(progress and bool(todo)) as bar:
+                task = bar.add_task(f"pretune ({strategy})", total=len(todo))
+                run_worker(spec, label="worker 0", on_settled=lambda p: bar.advance(task))
         else:
             report.workers = _run_local_workers(spec, count, board, progress)
         after = board.snapshot()
