@@ -17,7 +17,7 @@ from stuning.bench.runner import CONFIG_SOURCES, ORDERS
 from stuning.bench.timer import TimerSettings
 from stuning.cli.errors import EXIT_FAILED, EXIT_OK, CLIError
 from stuning.cli.output import console, print_json, progress, table
-from stuning.cli.problems import DTYPES, OPS, _fraction, _split, parse_shape
+from stuning.cli.problems import DTYPES, OPS, parse_fraction, parse_shape, split_list
 from stuning.suite import PRESETS, WEIGHT_SHAPES
 
 # first-table's time limit (no new case after it), as in the run behind BENCHMARKS.md's first table.
@@ -141,9 +141,9 @@ def _filters(args) -> dict:
             raise CLIError(f"skew {text!r} is negative: it is a coefficient of variation")
         return v
 
-    options = {"dtypes": str, "shapes": shape, "ns": positive, "ks": positive, "sparsities": _fraction,
+    options = {"dtypes": str, "shapes": shape, "ns": positive, "ks": positive, "sparsities": parse_fraction,
                "skews": skew}
-    filters = {k: _split(getattr(args, k), k, conv) for k, conv in options.items() if getattr(args, k) is not None}
+    filters = {k: split_list(getattr(args, k), k, conv) for k, conv in options.items() if getattr(args, k) is not None}
     for d in filters.get("dtypes", []):
         if d not in DTYPES:
             raise CLIError(f"unknown dtype {d!r}; choose from {', '.join(DTYPES)}")
@@ -151,7 +151,7 @@ def _filters(args) -> dict:
 
 
 def _ops(text: str) -> list[str]:
-    ops = _split(text, "ops", str)
+    ops = split_list(text, "ops", str)
     for op in ops:
         if op not in OPS:
             raise CLIError(f"unknown op {op!r}; choose from {', '.join(OPS)}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stuning.cli.errors import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
-from stuning.cli.problems import _fraction, _split
+from stuning.cli.problems import parse_fraction, split_list
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -98,13 +98,15 @@ def run(args) -> int:
 
     if args.tokens is not None and args.input_shapes is not None:
         raise CLIError("give --tokens (the N of every layer) or --input-shapes, not both")
-    tokens = None if args.tokens is None else _split(args.tokens, "tokens", int)
+    tokens = None if args.tokens is None else split_list(args.tokens, "tokens", int)
     if tokens is not None and any(t <= 0 for t in tokens):
         raise CLIError(f"--tokens values must be positive, got {args.tokens!r}")
     input_shapes = None
     if args.input_shapes is not None:
-        input_shapes = _split(args.input_shapes, "input-shapes", lambda t: tuple(int(d) for d in t.lower().split("x")))
-    sparsity = None if args.sparsity is None else _fraction(args.sparsity)
+        input_shapes = split_list(
+            args.input_shapes, "input-shapes", lambda t: tuple(int(d) for d in t.lower().split("x"))
+        )
+    sparsity = None if args.sparsity is None else parse_fraction(args.sparsity)
     if args.trials is not None and args.trials < 1:
         raise CLIError("--trials must be at least 1")
     try:

@@ -24,7 +24,7 @@ def add_problem_args(p: argparse.ArgumentParser) -> None:
                    help="use a preset of the standard suite instead of the grid options")
 
 
-def _split(text: str, what: str, conv):
+def split_list(text: str, what: str, conv):
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise CLIError(f"--{what} is empty")
@@ -41,7 +41,7 @@ def parse_shape(text: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
-def _fraction(text: str) -> float:
+def parse_fraction(text: str) -> float:
     v = float(text)
     v = v / 100 if v > 1 else v
     if not 0 <= v < 1:
@@ -51,22 +51,22 @@ def _fraction(text: str) -> float:
 
 def cases_from_args(args) -> list:
     if args.suite:
-        ops = _split(args.op, "op", str) if args.op != "spmm" else None
+        ops = split_list(args.op, "op", str) if args.op != "spmm" else None
         return [c for cases in preset(args.suite, ops).values() for c in cases]
-    ops = _split(args.op, "op", str)
+    ops = split_list(args.op, "op", str)
     for op in ops:
         if op not in OPS:
             raise CLIError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
-    shapes = _split(args.shape, "shape", parse_shape)
-    ns = _split(args.n, "n", int)
+    shapes = split_list(args.shape, "shape", parse_shape)
+    ns = split_list(args.n, "n", int)
     if any(n <= 0 for n in ns):
         raise CLIError("--n values must be positive")
-    sparsities = _split(args.sparsity, "sparsity", _fraction)
-    dtypes = _split(args.dtype, "dtype", str)
+    sparsities = split_list(args.sparsity, "sparsity", parse_fraction)
+    dtypes = split_list(args.dtype, "dtype", str)
     for d in dtypes:
         if d not in DTYPES:
             raise CLIError(f"unknown dtype {d!r}; choose from {', '.join(DTYPES)}")
-    skews = _split(args.skew, "skew", float)
+    skews = split_list(args.skew, "skew", float)
     cases = []
     for op in ops:
         for (m, k), n, d in itertools.product(shapes, ns, dtypes):

@@ -202,12 +202,12 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     run_device = "cuda" if can_measure() else "cpu"
     can_check = check and (can_measure() or interpreting())
     start = time.perf_counter()
-    with _progress(progress) as bar:
+    with pretune_progress(progress) as bar:
         task = bar.add_task(f"pretune ({strategy})", total=len(problems))
         for p in problems:
             bar.update(task, description=f"{p.layers[0]} {p.op} n={p.tokens}")
             if p.status != UNSUPPORTED:
-                _tune_one(p, weights[p.key], tuning_db, measuring, strategy=strategy, budget=budget,
+                tune_one(p, weights[p.key], tuning_db, measuring, strategy=strategy, budget=budget,
                           device_name=device_name, check=can_check, run_device=run_device, seed=seed)
             bar.advance(task)
     report.seconds = time.perf_counter() - start
@@ -219,7 +219,7 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     return report
 
 
-def _tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, **options) -> None:
+def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, **options) -> None:
     from stuning.tuning.driver import tune_problem
 
     held = db.get(p.key)
@@ -244,7 +244,7 @@ def _tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, r
     p.time_us, p.predicted_us, p.seconds = outcome.best_time_us, outcome.predicted_us, round(outcome.seconds, 3)
 
 
-def _progress(enabled: bool):
+def pretune_progress(enabled: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

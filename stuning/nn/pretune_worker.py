@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stuning.nn.pretune import DONE, FAILED, TUNED, PretuneProblem, _tune_one
+from stuning.nn.pretune import DONE, FAILED, TUNED, PretuneProblem, tune_one
 from stuning.nn.weights import SparseWeight
 from stuning.tuning import claims
 from stuning.tuning.claims import ClaimBoard, Lease
@@ -94,7 +94,7 @@ def _tune_claimed(claim, problem: PretuneProblem, weight: SparseWeight, db, meas
         strategy_options = {"storage": claim.storage, "study_name": search_study_name(spec.space, problem.key)}
     start = time.perf_counter()
     try:
-        _tune_one(problem, weight, db, measuring, strategy_options=strategy_options, **options)
+        tune_one(problem, weight, db, measuring, strategy_options=strategy_options, **options)
     except (KeyboardInterrupt, SystemExit):
         claim.release()
         raise

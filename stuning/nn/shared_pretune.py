@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from stuning.db import DBEntry
-from stuning.nn.pretune import DONE, FAILED, TUNED, UNSUPPORTED, PretuneProblem, PretuneReport, _progress
+from stuning.nn.pretune import DONE, FAILED, TUNED, UNSUPPORTED, PretuneProblem, PretuneReport, pretune_progress
 from stuning.nn.pretune_worker import WorkerSpec, run_worker
 from stuning.nn.weights import SparseWeight
 from stuning.tuning import claims
@@ -118,7 +118,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
                           device_name, [str(d) for d in tuning_db.search_path], str(tuning_db.write_path.parent),
                           strategy, budget, check, seed, lease)
         if count == 1 or not todo:  # in this process: nothing to start (or nothing to do)
-            with _progress(progress and bool(todo)) as bar:
+            with pretune_progress(progress and bool(todo)) as bar:
                 task = bar.add_task(f"pretune ({strategy})", total=len(todo))
                 run_worker(spec, label="worker 0", on_settled=lambda p: bar.advance(task))
         else:
@@ -177,7 +177,7 @@ def _run_local_workers(spec: WorkerSpec, count: int, board: ClaimBoard, progress
 
 def _wait(procs: list[subprocess.Popen], board: ClaimBoard, keys: list[str], progress: bool) -> None:
     mourned: set[int] = set()
-    with _progress(progress) as bar:
+    with pretune_progress(progress) as bar:
         task = bar.add_task(f"pretune ({len(procs)} workers)", total=len(keys))
         while any(p.poll() is None for p in procs):
             for i, p in enumerate(procs):
