@@ -106,6 +106,25 @@ def test_autocast_casts_the_input_to_the_weight_dtype(gen):
     assert_close(y, _reference(dense, x.bfloat16()), TOL[torch.bfloat16], "under autocast")
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_pytorch_path_passes_gradients_to_the_input(batch, channels_last, gen):
+    # An input that requires grad (e.g. the output of a dense layer with parameters, outside no_grad)
+    # must not hit an out= op, which autograd rejects; the gradient is F.conv2d's with the same zeros.
+    sparse, dense = _pruned(torch.float32, gen, stride=2, backend="torch")
+    x = randn(batch, C_IN, 7, 6, dtype=torch.float32, gen=gen).to(memory_format=_layout(channels_last))
+    x.requires_grad_(True)
+    y = sparse(x)
+    assert y.requires_grad and y.is_contiguous(memory_format=_layout(channels_last))
+    x64 = x.detach().double().requires_grad_(True)
+    ref = _reference(dense, x64)
+    assert_close(y, ref, TOL[torch.float32], "forward with autograd")
+    grad_out = randn(*ref.shape, dtype=torch.float64, gen=gen)
+    y.backward(grad_out.float())
+    ref.backward(grad_out)
+    assert_close(x.grad, x64.grad, TOL[torch.float32], "input gradient")
+
+
 def test_pointwise_conv_uses_the_activations_without_im2col(gen):
     sparse, _ = _pruned(torch.float32, gen, kernel=1, padding=0)
     one = randn(1, C_IN, 6, 5, dtype=torch.float32, gen=gen)

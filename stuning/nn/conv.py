@@ -176,7 +176,12 @@ class SparseConv2d(SparseLayer):
         # adding the bias and rounding from the PyTorch path's compute dtype on the way.
         yt = self._multiply(cols, requires_grad).view(m, batch, ho, wo).permute(1, 0, 2, 3)
         bias = None if self.bias is None else self.bias.view(1, m, 1, 1)
-        if yt.dtype == x.dtype and yt.is_contiguous(memory_format=layout):
+        if yt.requires_grad:
+            # The PyTorch path with autograd recording (an input that requires grad, e.g. from a dense
+            # layer with parameters, outside no_grad): out= ops record no gradient and raise, so
+            # compute out of place, as SparseLinear's PyTorch path does.
+            y = (yt if bias is None else yt + bias).to(x.dtype).contiguous(memory_format=layout)
+        elif yt.dtype == x.dtype and yt.is_contiguous(memory_format=layout):
             y = yt if bias is None else yt.add_(bias)
         else:
             y = torch.empty((batch, m, ho, wo), dtype=x.dtype, device=x.device, memory_format=layout)
