@@ -39,12 +39,13 @@ SPACE = namespace(INTERPRETER_DEVICE, "model+optuna")
 
 @pytest.fixture
 def shared(tmp_path, monkeypatch):
-    """Worker processes that time with the test timer, notice a dead worker within seconds, and
-    write to a database in ``tmp_path``."""
+    """Worker processes that time with the test timer and write to a database in ``tmp_path``."""
     monkeypatch.setenv("STUNING_SYNTHETIC_TIMER", "pretune_test_timer:time_us")
     monkeypatch.setenv("STUNING_TEST_TIMER_LOG", str(tmp_path / "timer.log"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setattr(shared_pretune, "DEFAULT_LEASE", Lease(heartbeat_s=0.5, expire_s=3.0))
+    # A lease no loaded CI machine outlasts (a worker starved of the CPU past it would see its problem
+    # taken over): a dead worker is noticed by the coordinator watching it exit, not by expiry.
+    monkeypatch.setattr(shared_pretune, "DEFAULT_LEASE", Lease(heartbeat_s=0.5, expire_s=600.0))
     SELECTOR.reset()
     yield tmp_path
     SELECTOR.reset()
@@ -115,7 +116,11 @@ def test_a_killed_worker_loses_one_trial_and_its_problem_is_retried(shared, monk
         assert len(configs) == len(set(configs)) == TRIALS, f"{key}: a config timed twice, or too few"
         assert len({pid for pid, _ in calls}) == (2 if key == crashed else 1)
     board = ClaimBoard(open_storage(str(journal)), SPACE)
-    assert {k: len(c.attempts) for k, c in board.snapshot().items()} == {k: 1 + (k == crashed) for k in keys}
+    snapshot = board.snapshot()
+    assert {k: len(c.attempts) for k, c in snapshot.items()} == {k: 1 + (k == crashed) for k in keys}
+    # Taken over because the coordinator saw the worker exit, not because its lease ran out.
+    assert snapshot[crashed].attempts[0].result["state"] == claims.DIED
+    assert f"exited with code {CRASH_EXIT}" in snapshot[crashed].attempts[0].result["note"]
     # The trial in flight when the worker died is failed in the search's study and not timed again.
     study = optuna.load_study(study_name=search_study_name(SPACE, crashed), storage=open_storage(str(journal)))
     assert [t.state for t in study.trials].count(TrialState.FAIL) == 1
@@ -160,22 +165,33 @@ def test_an_interrupted_run_resumes_its_search_and_a_new_database_fills_from_the
     assert len(read_log(shared / "timer.log")) == TRIALS * len(resumed.problems)
 
 
-def test_claims_are_exclusive_and_expire_with_their_heartbeat(tmp_path):
+class FakeClock:
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_claims_are_exclusive_and_expire_with_their_heartbeat(tmp_path, monkeypatch):
+    clock = FakeClock()  # expiry by the clock the test moves, not by sleeping: no race on a loaded machine
+    monkeypatch.setattr(claims, "time", clock)
     path = str(tmp_path / "claims.journal")
-    lease = Lease(heartbeat_s=60.0, expire_s=0.2, max_deaths=2)
+    lease = Lease(heartbeat_s=60.0, expire_s=10.0, max_deaths=2)
     # Two handles on one journal, as two processes would have.
     mine, theirs = (ClaimBoard(open_storage(path), "space", lease=lease, worker=w) for w in ("mine", "theirs"))
     first = mine.try_claim("k", None)
     assert first is not None and theirs.try_claim("k", None) is None  # the same attempt is won once
+    clock.now += 9.0
     assert theirs.status(theirs.snapshot()["k"]) == claims.BUSY
     first._stop.set()  # stop heartbeating without a result: a dead worker
-    time.sleep(0.3)
+    clock.now += 2.0
     seen = theirs.snapshot()["k"]
     assert theirs.status(seen) == claims.FREE
     second = theirs.try_claim("k", seen)
     assert second.number == 2 and mine.try_claim("k", seen) is None
     second._stop.set()
-    time.sleep(0.3)
+    clock.now += 11.0
     assert theirs.status(theirs.snapshot()["k"]) == claims.FAILED  # two deaths: given up
 
     long_lease = Lease(heartbeat_s=60.0, expire_s=60.0)
@@ -184,7 +200,7 @@ def test_claims_are_exclusive_and_expire_with_their_heartbeat(tmp_path):
     orphan._stop.set()  # its process exited, and its parent saw it: the problem is free at once
     assert parent.declare_dead(socket.gethostname(), os.getpid(), "exited with code 1") == 1
     seen = parent.snapshot()["d"]
-    assert parent.status(seen) == claims.FREE and [a.number for a in seen.lost(long_lease, time.time())] == [1]
+    assert parent.status(seen) == claims.FREE and [a.number for a in seen.lost(long_lease, clock.now)] == [1]
 
     released = mine.try_claim("r", None)
     released.release()
@@ -194,12 +210,93 @@ def test_claims_are_exclusive_and_expire_with_their_heartbeat(tmp_path):
     assert theirs.status(theirs.snapshot()["r"]) == claims.DONE
 
 
-def test_worker_count():
-    assert shared_pretune.worker_count("auto") == 1 and shared_pretune.worker_count(0) == 1  # no GPU here
+def test_an_entry_stored_by_a_holder_taken_for_dead_is_kept(tmp_path, monkeypatch):
+    """A holder whose heartbeat starved past the lease (a long compile holding the GIL) is taken over
+    while alive; if it then stores its entry and the taker fails, the problem is done, not failed."""
+    clock = FakeClock()
+    monkeypatch.setattr(claims, "time", clock)
+    lease = Lease(heartbeat_s=60.0, expire_s=10.0)
+    board = ClaimBoard(open_storage(str(tmp_path / "claims.journal")), "space", lease=lease)
+    slow = board.try_claim("k", None)
+    clock.now += 11.0
+    taker = board.try_claim("k", board.snapshot()["k"])
+    assert taker.number == 2
+    slow.finish(claims.DONE, entry={"x": 1})
+    taker.finish(claims.FAILED, note="its search collided with the first holder's")
+    seen = board.snapshot()["k"]
+    assert board.status(seen) == claims.DONE and seen.done.number == 1 and seen.done.result["entry"] == {"x": 1}
+    assert seen.lost(lease, clock.now) == []
+
+
+def test_the_last_worker_to_die_has_its_problem_freed(tmp_path):
+    """The coordinator marks a crashed worker's claims died even when it was the last one running."""
+    import subprocess
+    import sys
+
+    board = ClaimBoard(open_storage(str(tmp_path / "claims.journal")), "space", lease=Lease(heartbeat_s=60.0))
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    claim = board.try_claim("k", None)
+    claim._stop.set()
+    board.storage.set_study_user_attr(claim.study_id, "owner", {"host": socket.gethostname(), "pid": proc.pid})
+    proc.wait()
+    shared_pretune._wait([proc], board, ["k"], progress=False)
+    seen = board.snapshot()["k"]
+    assert seen.last.result["state"] == claims.DIED and board.status(seen) == claims.FREE
+
+
+def test_a_worker_is_interrupted_once():
+    """Ctrl-C reaches a worker from the terminal and again from the coordinator: only the first
+    interrupts it, so the second cannot cut short the release of its claim."""
+    import signal
+
+    from stuning.nn import pretune_worker
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            pretune_worker.stop_on_signals()
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), sig)
+                time.sleep(1.0)  # the handler runs between bytecodes, at once
+            os.kill(os.getpid(), signal.SIGINT)  # ignored now
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def test_a_bad_storage_url_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"storage 'sqlite:///.*nowhere.*': cannot open it"):
+        open_storage(f"sqlite:///{tmp_path}/nowhere/x.db")
+    with pytest.raises(ValueError, match=r"storage 'nodriver://user:\*\*\*@host/db': cannot open it"):
+        open_storage("nodriver://user:secret@host/db")
+
+
+def test_worker_count(monkeypatch):
+    monkeypatch.setattr(shared_pretune, "visible_gpus", lambda: [])  # no GPU
+    assert shared_pretune.worker_count("auto") == 1 and shared_pretune.worker_count(0) == 1
     assert shared_pretune.worker_count(3) == 3  # CPU processes
     for bad in (-1, "many"):
         with pytest.raises(ValueError, match="workers"):
             shared_pretune.worker_count(bad)
+    monkeypatch.setattr(shared_pretune, "visible_gpus", lambda: ["3", "5"])  # two GPUs
+    assert shared_pretune.worker_count("auto") == 2 and shared_pretune.worker_count(1) == 1
+    with pytest.raises(ValueError, match="3 workers but 2 GPUs"):
+        shared_pretune.worker_count(3)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    import torch
+
+    import stuning.tuning.driver as driver
+
+    monkeypatch.setattr(driver, "can_measure", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
+    assert shared_pretune.visible_gpus() == ["3", "5"]  # worker i gets the i-th listed, not GPU i
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert shared_pretune.visible_gpus() == ["0", "1"]
 
 
 def test_pretune_without_a_gpu_still_refuses_measuring_without_the_synthetic_timer(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ one takes the problem over and resumes its search from the trials stored in the 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from stuning.nn.pretune import DONE, FAILED, TUNED, PretuneProblem, tune_one
 from stuning.nn.weights import SparseWeight
 from stuning.tuning import claims
 from stuning.tuning.claims import ClaimBoard, Lease
-from stuning.tuning.optuna_storage import open_storage, search_study_name
+from stuning.tuning.optuna_storage import namespace, open_storage, search_study_name
 
 
 @dataclass
@@ -56,6 +57,10 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker",
     storage = open_storage(spec.storage)
     board = ClaimBoard(storage, spec.space, lease=spec.lease, worker=f"{label} {os.uname().nodename}:{os.getpid()}")
     db = open_db(spec.db_device, search_path=spec.db_search_path, write_dir=spec.db_write_dir)
+    if namespace(db.device_name, spec.strategy) != spec.space:
+        # GPUs of different models in one machine: this one's timings would go into another's database.
+        raise RuntimeError(f"{label}: its device is a {db.device_name}, but the run tunes for {spec.space}; "
+                           "set CUDA_VISIBLE_DEVICES to GPUs of one model")
     measuring = STRATEGIES[spec.strategy].measures
     options = {
         "strategy": spec.strategy, "budget": spec.budget, "device_name": spec.db_device, "seed": spec.seed,
@@ -109,6 +114,22 @@ def _tune_claimed(claim, problem: PretuneProblem, weight: SparseWeight, db, meas
         claim.finish(claims.FAILED, note=problem.note, seconds=time.perf_counter() - start)
 
 
+def _interrupt(signum, frame) -> None:
+    # One interrupt per worker: a Ctrl-C reaches it from the terminal and again from the coordinator
+    # (same process group); a second KeyboardInterrupt would cut short the claim's release, leaving
+    # the problem to wait out the lease and counting a death against it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def stop_on_signals() -> None:
+    """SIGINT or SIGTERM (a scheduler's kill) interrupts the worker once, so it gives its problem
+    back; signals after the first are ignored while it does."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def main(argv: list[str]) -> int:
     import torch
 
@@ -117,6 +138,7 @@ def main(argv: list[str]) -> int:
         return 2
     # Results travel through the storage; stdout stays the coordinator's (its --json output).
     os.dup2(2, 1)
+    stop_on_signals()
     spec = torch.load(argv[0], weights_only=False)
     try:
         run_worker(spec, label=f"worker {argv[1]}")

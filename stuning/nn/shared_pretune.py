@@ -20,12 +20,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,8 @@ STOP_WAIT_S = 30.0  # after an interrupt, how long workers get to give their pro
 # Heartbeats every 10 s, dead after a minute without one. Tests shorten it (a module constant, so
 # that the worker processes get the coordinator's through their spec).
 DEFAULT_LEASE = Lease()
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -167,7 +171,8 @@ def _run_local_workers(spec: WorkerSpec, count: int, board: ClaimBoard, progress
             procs.append(subprocess.Popen([sys.executable, "-m", "stuning.nn.pretune_worker", str(spec_path), str(i)],
                                           env=env))
         try:
-            _wait(procs, board, keys, progress)
+            with _sigterm_interrupts():
+                _wait(procs, board, keys, progress)
         except BaseException:
             _stop(procs)
             raise
@@ -179,17 +184,43 @@ def _wait(procs: list[subprocess.Popen], board: ClaimBoard, keys: list[str], pro
     mourned: set[int] = set()
     with pretune_progress(progress) as bar:
         task = bar.add_task(f"pretune ({len(procs)} workers)", total=len(keys))
-        while any(p.poll() is None for p in procs):
-            for i, p in enumerate(procs):
-                if p.poll() not in (None, 0) and i not in mourned:
-                    # Its problem goes to the others now, not when its lease runs out.
-                    board.declare_dead(socket.gethostname(), p.pid, f"worker {i} exited with code {p.returncode}")
-                    mourned.add(i)
-            snapshot = board.snapshot()
-            finished = sum(board.status(snapshot.get(k)) in (claims.DONE, claims.FAILED) for k in keys)
-            alive = sum(p.poll() is None for p in procs)
-            bar.update(task, completed=finished, description=f"pretune ({alive} of {len(procs)} workers running)")
+        while True:
+            alive = sum(p.poll() is None for p in procs)  # polled first: a worker exiting now is mourned below
+            try:
+                for i, p in enumerate(procs):
+                    if p.returncode not in (None, 0) and i not in mourned:
+                        # Its problem goes to the others now, not when its lease runs out.
+                        board.declare_dead(socket.gethostname(), p.pid, f"worker {i} exited with code {p.returncode}")
+                        mourned.add(i)
+                if not alive:
+                    return
+                snapshot = board.snapshot()
+            except Exception as e:  # the storage unreachable a moment: the workers carry on, so does this loop
+                if not alive:
+                    return
+                log.warning("pretune: reading the claims failed (%s: %s); retrying", type(e).__name__, e)
+            else:
+                finished = sum(board.status(snapshot.get(k)) in (claims.DONE, claims.FAILED) for k in keys)
+                bar.update(task, completed=finished, description=f"pretune ({alive} of {len(procs)} workers running)")
             time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (``kill``, a scheduler's time limit) stops the workers as Ctrl-C does, rather than
+    ending this process at once and leaving them running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise SystemExit(128 + signum)  # the workers stopped, this process exits as killed by SIGTERM would
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -212,12 +243,12 @@ def _settle(p: PretuneProblem, claimed: ProblemClaims | None, before: ProblemCla
     status = board.status(claimed)
     result = claimed.last.result if claimed and claimed.last else None
     if status == claims.DONE:
+        result = claimed.done.result
         try:
-            entry = DBEntry.from_json(result["entry"])
+            held = tuning_db.put(DBEntry.from_json(result["entry"]), p.key)
         except (KeyError, TypeError, ValueError) as e:  # e.g. written by another stuning version's schema
             p.status, p.note = FAILED, f"its entry in the storage is not valid here: {e}"[:200]
             return
-        held = tuning_db.put(entry, p.key)
         done_before = before is not None and board.status(before) == claims.DONE
         _fill(p, DONE if done_before else TUNED, held)
         p.seconds = 0.0 if done_before else result.get("seconds", 0.0)

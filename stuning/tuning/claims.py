@@ -18,6 +18,7 @@ their clocks in step (NTP) to well within the lease.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -31,6 +32,8 @@ from stuning.tuning.optuna_storage import claim_study_name, parse_claim_study_na
 
 DONE, FAILED, RELEASED, DIED, RUNNING = "done", "failed", "released", "died", "running"
 FREE, BUSY = "free", "busy"  # what a problem is to a process looking for work (with DONE, FAILED)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,15 +75,23 @@ class ProblemClaims:
     def last(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
 
+    @property
+    def done(self) -> Attempt | None:
+        """The last attempt that finished with an entry, if any. Usually the last attempt; an earlier
+        one when its holder was taken for dead (a heartbeat starved past the lease) yet finished."""
+        return next((a for a in reversed(self.attempts) if a.state == DONE), None)
+
     def lost(self, lease: Lease, now: float) -> list[Attempt]:
         """Attempts whose worker died."""
         return [a for a in self.attempts if a.dead(lease, now, a is self.last)]
 
     def status(self, lease: Lease, now: float) -> str:
         last = self.last
+        if self.done is not None:  # an entry was stored: whatever became of a later attempt
+            return DONE
         if last is None or last.state == RELEASED:
             return FREE
-        if last.state in (DONE, FAILED):
+        if last.state == FAILED:
             return last.state
         if not last.dead(lease, now, True):
             return BUSY
@@ -98,11 +109,17 @@ class Claim:
         self._thread.start()
 
     def _beat(self, interval: float) -> None:
+        failing = False
         while not self._stop.wait(interval):
             try:
                 self.storage.set_study_user_attr(self.study_id, "heartbeat", time.time())
-            except Exception:  # a storage hiccup; if it lasts, the lease expires and someone else retries
-                continue
+            except Exception as e:  # a storage hiccup; if it lasts, the lease expires and someone else retries
+                if not failing:
+                    log.warning("heartbeat of %s#%d not written (%s: %s); retrying", self.key, self.number,
+                                type(e).__name__, e)
+                failing = True
+            else:
+                failing = False
 
     def finish(self, state: str, *, entry: dict | None = None, note: str = "", seconds: float = 0.0) -> None:
         self._stop.set()

@@ -24,14 +24,31 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     """The storage ``url`` names (see the module's docstring)."""
     url = str(url)
     if "://" in url:
-        return optuna.storages.RDBStorage(url)
+        try:
+            return optuna.storages.RDBStorage(url)
+        except Exception as e:  # a malformed URL, a missing driver, a database that cannot be reached
+            detail = " ".join(str(e).split("(Background on this error")[0].split())[:300]
+            raise ValueError(f"storage {_shown(url)}: cannot open it ({type(e).__name__}: {detail})") from e
     path = Path(url.removeprefix(JOURNAL_PREFIX)).expanduser()
     if path.is_dir():
         raise ValueError(f"storage {url!r} is a directory; name a journal file in it, e.g. {path / 'tune.journal'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     from optuna.storages.journal import JournalFileBackend
 
-    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    except OSError as e:
+        raise ValueError(f"storage {url!r}: cannot open the journal file {path} ({e})") from e
+
+
+def _shown(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return repr(make_url(url).render_as_string(hide_password=True))
+    except Exception:
+        return repr(url.split("@")[-1]) if "@" in url else repr(url)
 
 
 def namespace(device: str, strategy: str) -> str:
