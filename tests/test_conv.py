@@ -76,6 +76,20 @@ def test_matches_conv2d_with_the_same_zeros(geometry, channels_last, backend, ge
     assert sparse.output_shape(tuple(x.shape)) == tuple(ref.shape)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_padding_modes_match_conv2d(mode, gen):
+    dense = nn.Conv2d(C_IN, C_OUT, (3, 2), (2, 1), (2, 1), padding_mode=mode)  # asymmetric, as nn.Conv2d pads
+    sparse = SparseConv2d.from_conv(dense, sparsity=0.7, backend="triton")
+    assert sparse.padding_mode == mode and f"padding_mode='{mode}'" in repr(sparse)
+    with torch.no_grad():
+        dense.weight.copy_(sparse.dense_weight())
+    x = randn(2, C_IN, 6, 5, dtype=torch.float32, gen=gen).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        y, ref = sparse(x), dense.double()(x.double())
+    assert y.shape == ref.shape and y.is_contiguous(memory_format=torch.channels_last)
+    assert_close(y, ref, TOL[torch.float32], mode)
+
+
 @pytest.mark.parametrize("backend", ["triton", "torch"])
 @pytest.mark.parametrize("fmt,dtype", [("csr", torch.float16), ("csr", torch.bfloat16), ("2:4", torch.float16),
                                        ("2:4", torch.bfloat16)], ids=lambda v: str(v).removeprefix("torch."))
@@ -176,7 +190,8 @@ def test_state_dict_round_trip_dense_checkpoints_and_repr(gen):
     [
         (lambda s: SparseConv2d.from_conv(nn.Conv2d(8, 8, 3, groups=8)), ValueError, r"groups=8 \(depthwise\)"),
         (lambda s: SparseConv2d.from_conv(nn.Conv2d(8, 4, 3, groups=2)), ValueError, r"groups=2 \(grouped\)"),
-        (lambda s: SparseConv2d.from_conv(nn.Conv2d(4, 4, 3, padding_mode="reflect")), ValueError, "padding_mode"),
+        (lambda s: SparseConv2d(8, 8, 3, 1, 1, 1, 8), ValueError, "groups=8: only groups=1"),  # nn.Conv2d's order
+        (lambda s: SparseConv2d(4, 4, 3, padding_mode="mirror"), ValueError, "padding_mode 'mirror'"),
         (lambda s: SparseConv2d.from_conv(nn.Linear(4, 4)), TypeError, "expects an nn.Conv2d"),
         (lambda s: s(torch.zeros(2, C_IN + 1, 5, 5)), ValueError, "expected 5 input channels .* got 6"),
         (lambda s: s(torch.zeros(4, 5, 5)), ValueError, "expected 5 input channels .*got 4"),

@@ -19,6 +19,9 @@ from torch import nn
 
 from stuning.nn.linear import SparseLayer
 
+# nn.Conv2d's padding_mode -> F.pad's mode (nn.Conv2d pads the same way before a non-zeros convolution).
+PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "replicate", "circular": "circular"}
+
 
 def _pair(value, what: str) -> tuple[int, int]:
     pair = (value, value) if isinstance(value, int) else tuple(value)
@@ -28,23 +31,31 @@ def _pair(value, what: str) -> tuple[int, int]:
 
 
 class SparseConv2d(SparseLayer):
-    """``y = conv2d(x, W) + b`` with W sparse: a drop-in replacement for ``nn.Conv2d`` (groups = 1,
-    zero padding) at inference, through ``W @ im2col(x)`` with the kernels of ``SparseLinear``.
+    """``y = conv2d(x, W) + b`` with W sparse: a drop-in replacement for ``nn.Conv2d`` (groups = 1)
+    at inference, through ``W @ im2col(x)`` with the kernels of ``SparseLinear``.
 
     ``format``, ``backend`` and ``pad_to`` as for ``SparseLinear``; the tuning problem is the GEMM
     view (M = out channels, K = in channels x kh x kw, N = batch x H_out x W_out), its config looked
     up once per N bucket and cached, so a forward does no host synchronization and can be captured
     in a CUDA graph. Inputs are (B, C, H, W) or unbatched (C, H, W), in the contiguous or the
     channels-last memory format; the output has the input's format. ``padding`` takes ints, pairs,
-    ``"valid"`` and ``"same"`` (stride 1), as ``nn.Conv2d``.
+    ``"valid"`` and ``"same"`` (stride 1), and ``padding_mode`` ``"zeros"``, ``"reflect"``,
+    ``"replicate"`` or ``"circular"``, as ``nn.Conv2d``, whose positional order the arguments keep
+    (``groups`` must be 1).
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 bias: bool = True, *, format: str = "csr", backend: str = "auto", pad_to: int = 1, device=None,
-                 dtype=None):
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", *, format: str = "csr",
+                 backend: str = "auto", pad_to: int = 1, device=None, dtype=None):
         super().__init__()
         if in_channels <= 0 or out_channels <= 0:
             raise ValueError(f"SparseConv2d: channels must be positive, got {in_channels} -> {out_channels}")
+        if groups != 1:
+            raise ValueError(f"SparseConv2d: groups={groups}: only groups=1 is supported (keep grouped and "
+                             "depthwise convolutions as nn.Conv2d)")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"SparseConv2d: padding_mode {padding_mode!r}: use one of {tuple(PADDING_MODES)}")
+        self.padding_mode = padding_mode
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride = _pair(stride, "stride")
@@ -83,8 +94,8 @@ class SparseConv2d(SparseLayer):
             kind = "depthwise" if conv.groups == conv.in_channels else "grouped"
             return (f"groups={conv.groups} ({kind}): only groups=1 is supported; a {kind} convolution is a "
                     f"batch of small products that stays dense")
-        if conv.padding_mode != "zeros":
-            return f"padding_mode={conv.padding_mode!r}: only 'zeros' is supported"
+        if conv.padding_mode not in PADDING_MODES:
+            return f"padding_mode={conv.padding_mode!r}: not one of {tuple(PADDING_MODES)}"
         return None
 
     @classmethod
@@ -100,8 +111,8 @@ class SparseConv2d(SparseLayer):
             raise ValueError(f"SparseConv2d: {why}")
         weight = conv.weight.detach()
         layer = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
-                    conv.bias is not None, format=format, backend=backend, pad_to=pad_to, device=weight.device,
-                    dtype=weight.dtype)
+                    1, conv.bias is not None, conv.padding_mode, format=format, backend=backend, pad_to=pad_to,
+                    device=weight.device, dtype=weight.dtype)
         layer._fill(weight, None if conv.bias is None else conv.bias.detach(), sparsity)
         return layer
 
@@ -120,8 +131,9 @@ class SparseConv2d(SparseLayer):
         return (*input_shape[:-3], self.out_channels, *self._out_hw(*input_shape[-2:]))
 
     def extra_repr(self) -> str:
+        mode = "" if self.padding_mode == "zeros" else f"padding_mode={self.padding_mode!r}, "
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding!r}, dilation={self.dilation}, bias={self.bias is not None}, "
+                f"padding={self.padding!r}, dilation={self.dilation}, bias={self.bias is not None}, {mode}"
                 f"format={self.format!r}, sparsity={self.sparsity:.1%}, backend={self.backend!r}")
 
     # -------------------------------------------------------------------------------- computing
@@ -141,7 +153,7 @@ class SparseConv2d(SparseLayer):
     def _columns(self, x: torch.Tensor, ho: int, wo: int) -> torch.Tensor:
         """X = im2col(x) as a (C_in*kh*kw, B*ho*wo) matrix whose rows are contiguous."""
         if any(self._pads):
-            x = F.pad(x, self._pads)
+            x = F.pad(x, self._pads, mode=PADDING_MODES[self.padding_mode])
         (kh, kw), (sh, sw), (dh, dw) = self.kernel_size, self.stride, self.dilation
         s_b, s_c, s_h, s_w = x.stride()
         # Row (c, i, j), column (b, oh, ow) reads x[b, c, oh*sh + i*dh, ow*sw + j*dw]: a view, no copy.
