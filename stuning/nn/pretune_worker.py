@@ -119,13 +119,13 @@ def _interrupt(signum, frame) -> None:
     # (same process group); a second KeyboardInterrupt would cut short the claim's release, leaving
     # the problem to wait out the lease and counting a death against it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # still a way to end a worker stuck giving its problem back
     raise KeyboardInterrupt
 
 
 def stop_on_signals() -> None:
     """SIGINT or SIGTERM (a scheduler's kill) interrupts the worker once, so it gives its problem
-    back; signals after the first are ignored while it does."""
+    back; a SIGINT after the first is ignored while it does (a SIGTERM then ends it)."""
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
 
