@@ -43,6 +43,10 @@ SMOKE_RESOLUTION = 32
 # rounding, BatchNorms and residual sums add up beyond a single product's tolerance.
 MODEL_TOLERANCE = {"fp16": 2e-2, "bf16": 8e-2, "fp32": 1e-4}
 TOP_LAYERS = 10
+# do_bench's warm-up and timed window (ms) for whole networks. Its default window (40 ms) holds a
+# single call of ResNet-50 at batch 64, and a median of one or two samples is noise; single layers
+# run well under a millisecond or two and keep stuning/bench/timer.py's defaults.
+MODEL_WARMUP_MS, MODEL_REP_MS = 100.0, 500.0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -174,7 +178,8 @@ def time_layers(name: str, pattern: str, batch: int, dense, sparse, report, x, t
     return rows
 
 
-def run_pattern(name: str, base, pattern: str, args, timer, env: dict) -> tuple[list[dict], list[dict]]:
+def run_pattern(name: str, base, pattern: str, args, timers: tuple, env: dict) -> tuple[list[dict], list[dict]]:
+    """Rows per batch for one pruning pattern; ``timers`` = (whole-network timer, per-layer timer)."""
     import torch
 
     import stuning
@@ -205,9 +210,9 @@ def run_pattern(name: str, base, pattern: str, args, timer, env: dict) -> tuple[
                     impls[impl] = lambda m=model, x=x: m(x)
                 except Exception as e:
                     notes.append(f"{impl}: {error_text(e)}")
-            timing = time_row(timer, impls)
+            timing = time_row(timers[0], impls)
             if not args.no_layers and "stuning" in impls:
-                layer_rows += time_layers(name, pattern, b, dense, sparse, report, x, timer)
+                layer_rows += time_layers(name, pattern, b, dense, sparse, report, x, timers[1])
         d_us, s_us = timing.times_us.get("dense"), timing.times_us.get("stuning")
         rows.append({"model": name, "pattern": pattern, "batch": b, "dense_us": d_us, "stuning_us": s_us,
                      "speedup": d_us / s_us if d_us and s_us else None, "dense_err": errors.get("dense"),
@@ -336,13 +341,14 @@ def main(argv=None) -> int:
     env = {**environment(on_gpu), "torch_device": "cuda" if on_gpu else "cpu",
            "cudnn": str(torch.backends.cudnn.version() or "") if on_gpu else ""}
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    timer = RowTimer(TimerSettings(), on_gpu)
+    timers = (RowTimer(TimerSettings(warmup_ms=MODEL_WARMUP_MS, rep_ms=MODEL_REP_MS), on_gpu),
+              RowTimer(TimerSettings(), on_gpu))
     start, rows, layer_rows = time.perf_counter(), [], []
     for name in (n.strip() for n in args.models.split(",")):
         base = build(name, args, dtype, env["torch_device"])
         for pattern in (p.strip() for p in args.sparsities.split(",")):
             print(f"{name} {pattern}: sparsify, pretune ({args.strategy}), time", flush=True)
-            new_rows, new_layers = run_pattern(name, base, pattern, args, timer, env)
+            new_rows, new_layers = run_pattern(name, base, pattern, args, timers, env)
             rows, layer_rows = rows + new_rows, layer_rows + new_layers
             _frame(rows, env).to_csv(args.out / "results.csv", index=False)  # kept if a later step dies
         del base
