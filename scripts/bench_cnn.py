@@ -239,7 +239,7 @@ def base_dtype(model):
 def write_outputs(rows: list[dict], layer_rows: list[dict], args, env: dict, elapsed: float) -> None:
     import pandas as pd
 
-    from stuning.bench.report import markdown_table
+    from stuning.bench.report import markdown_table, plot_model_speedups
 
     out = args.out
     df = _frame(rows, env)
@@ -280,7 +280,8 @@ def write_outputs(rows: list[dict], layer_rows: list[dict], args, env: dict, ela
     if env["torch_device"] == "cpu":
         lines.append("No GPU: times are the wall clock of Triton's CPU interpreter and say nothing about GPU speed.")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
-    plot(df, out / "speedup.png")
+    plot_model_speedups(df, out / "speedup.png", x="batch", y="speedup", label="{pattern} zeros",
+                        ylabel="speedup of stuning over cuDNN (>1 faster)")
     print(markdown_table(short[["model", "pattern", "batch", "speedup", "stuning_err", "ok"]],
                          {"speedup": ".2f", "stuning_err": ".1e"}))
     print(f"wrote results.csv, layers.csv, summary.md, speedup.png in {out}")
@@ -294,30 +295,6 @@ def _frame(rows: list[dict], env: dict):
         df[key] = env[key]
     return df
 
-
-def plot(df, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    models = list(dict.fromkeys(df["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
-    for ax, model in zip(axes[0], models, strict=True):
-        for pattern, g in df[df["model"] == model].groupby("pattern", sort=False):
-            ax.plot(g["batch"], g["speedup"].astype(float), marker="o", label=f"{pattern} zeros")
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ticks = sorted(set(df["batch"]))
-        ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.set_xlabel("batch")
-        ax.set_ylabel("speedup of stuning over cuDNN (>1 faster)")
-        ax.set_title(model)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main(argv=None) -> int:

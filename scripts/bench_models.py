@@ -199,7 +199,7 @@ def results_frame(rows: list[dict], env: dict):
 
 
 def write_outputs(rows: list[dict], args, env: dict, elapsed: float) -> None:
-    from stuning.bench.report import markdown_table
+    from stuning.bench.report import markdown_table, plot_model_speedups
 
     out = args.out
     df = results_frame(rows, env)
@@ -227,37 +227,14 @@ def write_outputs(rows: list[dict], args, env: dict, elapsed: float) -> None:
     if env["torch_device"] == "cpu":
         lines.append("No GPU: times are the wall clock of Triton's CPU interpreter and say nothing about GPU speed.")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
-    plot(df, out / "speedup.png")
+    plot_model_speedups(df, out / "speedup.png", x="tokens", y="speedup_vs_dense", label="{pattern} vs dense",
+                        ylabel="speedup of stuning (>1 faster)")
     print(markdown_table(short[["model", "pattern", "tokens", "speedup_vs_dense", "speedup_vs_cusparse",
                                 "speedup_vs_cslt", "ok"]], {c: ".2f" for c in short if c.startswith("speedup")}))
     print(f"pretune total {pretune['pretune_s'].sum():.1f} s, {int(pretune['pretune_failed'].sum())} problems "
           f"failed; database {int(pretune['db_bytes'].max())} bytes; wrote results.csv, summary.md, speedup.png "
           f"in {out}")
 
-
-def plot(df, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    models = list(dict.fromkeys(df["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
-    for ax, model in zip(axes[0], models, strict=True):
-        for pattern, g in df[df["model"] == model].groupby("pattern", sort=False):
-            ax.plot(g["tokens"], g["speedup_vs_dense"].astype(float), marker="o", label=f"{pattern} vs dense")
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ticks = sorted(set(df["tokens"]))
-        ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.set_xlabel("tokens")
-        ax.set_ylabel("speedup of stuning (>1 faster)")
-        ax.set_title(model)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main(argv=None) -> int:

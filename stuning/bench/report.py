@@ -374,3 +374,27 @@ def plot_sweep(df: pd.DataFrame, path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_model_speedups(df: pd.DataFrame, path: Path, *, x: str, y: str, label: str, ylabel: str) -> Path:
+    """One panel per model, one line per pruning pattern: ``y`` against ``x`` on log axes
+    (the end-to-end scripts' plot). ``label`` formats each line's legend from ``{pattern}``."""
+    plt = _pyplot()
+    models = list(dict.fromkeys(df["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    ticks = sorted(set(df[x]))
+    for ax, model in zip(axes[0], models, strict=True):
+        for pattern, g in df[df["model"] == model].groupby("pattern", sort=False):
+            ax.plot(g[x], g[y].astype(float), marker="o", label=label.format(pattern=pattern))
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.set_title(model)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
