@@ -184,3 +184,47 @@ def test_repair_keeps_the_kernel():
     tuned = dataclasses.replace(SELL, rows=32, block_n=128, vec=4)
     fixed = spmm_kernel.repair(tuned, SpMMProblem(10, 64, 30, 100, torch.float16))
     assert fixed.kernel == "sell" and fixed.rows == 16 and fixed.block_n == 32 and fixed.vec == 2
+
+
+# --------------------------------------------------------------------------------------- tuner
+def faster_kernel_is(kernel: str):
+    """A synthetic timer under which every config of ``kernel`` beats every config of the other."""
+    from stuning.tuning.synthetic_timer import synthetic_time_us
+
+    return lambda features, config: synthetic_time_us(features, config) + (0.0 if config.kernel == kernel else 200.0)
+
+
+def sell_faster(features, config):  # STUNING_SYNTHETIC_TIMER=test_spmm_sell:sell_faster
+    return faster_kernel_is("sell")(features, config)
+
+
+def csr_faster(features, config):
+    return faster_kernel_is("csr")(features, config)
+
+
+@pytest.mark.parametrize("kernel", ["sell", "csr"])
+def test_tuner_picks_the_faster_kernel_and_the_op_runs_it(tmp_path, monkeypatch, gen, kernel):
+    """model+optuna times both kernels (the model keeps both among its survivors), stores the faster,
+    and ``stuning.spmm`` with no config then runs that kernel on the same matrix."""
+    from stuning.ops.selection import SELECTOR
+    from stuning.suite import SpMMCase
+    from stuning.tuning.driver import tune_case
+    from stuning.tuning.problems import build_problem
+
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
+    monkeypatch.setenv("STUNING_SYNTHETIC_TIMER", f"test_spmm_sell:{kernel}_faster")
+    SELECTOR.reset()
+    try:
+        case = SpMMCase(64, 96, 16, 0.9, 0.0, "fp16")
+        outcome, _ = tune_case(case, strategy="model+optuna")
+        assert outcome.best_config.kernel == kernel
+        assert {c["config"]["kernel"] for c in outcome.top_k} >= {kernel}
+        problem = build_problem(case)  # the same seed: the matrix that was tuned
+        a, b = problem.inputs["a"], problem.inputs["b"]
+        y = stuning.spmm(a, b)
+        assert (SlicedELLMatrix.cache_key(outcome.best_config.rows, outcome.best_config.swizzle,
+                                          outcome.best_config.nnz_step) in a.cache) == (kernel == "sell")
+        assert_close(y, problem.reference, TOL[torch.float16])
+        assert_close(problem.run(outcome.best_config), problem.reference, TOL[torch.float16])  # the tuner's runner
+    finally:
+        SELECTOR.reset()
