@@ -2,8 +2,9 @@
 
 A slice is ``SLICE_ROWS`` rows padded to one length (a multiple of ``STEP``), stored column-major,
 so each step of the loop loads a contiguous (SLICE_ROWS x STEP) block of values and column indices
-with no mask at all: the per-row length masks and the row-length imbalance of the CSR kernel become
-padding, which sorting the rows by length makes small. Indices are int16 when K allows (upcast
+with no mask along the nonzero axis (B's and Y's N tail is masked only when N does not fill the
+tiles): the per-row length masks and the row-length imbalance of the CSR kernel become padding,
+which sorting the rows by length makes small. Indices are int16 when K allows (upcast
 here). B's rows are gathered as a (SLICE_ROWS, STEP, BLOCK_N) tile and reduced in fp32; each row
 is stored to its place in Y through the slice's row ids (the sort's permutation; -1 marks the
 padding rows of the last slice).
@@ -23,8 +24,9 @@ from stuning.kernels.target import DeviceBudget
 
 
 # N stays specialized (unlike the CSR kernel's): when it does not fill the last tile, the mask along
-# B's and Y's contiguous axis needs N's divisibility to keep vector loads. A launch compiles again
-# only when N moves to another divisibility class (multiple of 16 or not) or stops filling its tiles.
+# B's and Y's contiguous axis needs N's divisibility to keep vector loads (compiled for sm_90: with N
+# a multiple of 16, 8-byte B loads; unspecialized, scalar 2-byte ones). A launch compiles again only
+# when N moves to another divisibility class (multiple of 16 or not) or stops filling its tiles.
 @triton.jit
 def _spmm_sell_kernel(
     # A in sliced ELL
