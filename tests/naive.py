@@ -232,4 +232,7 @@ def config_id(config) -> str:
     if config is None:
         return "default"
     fields = config if isinstance(config, dict) else config.as_dict()
-    return "-".join(f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items())
+    # A kernel name stands for itself (``sell-r4-...``); the default kernel is left out.
+    parts = [v if isinstance(v, str) else f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items()
+             if not (k == "kernel" and v == "csr")]
+    return "-".join(parts)

@@ -15,6 +15,7 @@ from naive import (
     DTYPE_NAMES,
     TOL,
     assert_close,
+    config_id,
     config_params,
     randn,
     random_24,
@@ -28,9 +29,10 @@ from naive import (
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_sell as sell_kernel
 
 import stuning
-from stuning import CSRMatrix, Semi24Matrix
+from stuning import CSRMatrix, Semi24Matrix, SlicedELLMatrix
 
 pytestmark = pytest.mark.gpu
 
@@ -112,6 +114,57 @@ def test_spmm_vec_with_unaligned_b(device_gen, dtype, tol, n, layout):
     for vec, block_n in ((2, 32), (4, 64), (8, 128)):
         cfg = spmm_kernel.SpMMConfig(rows=2, nnz_step=16, block_n=block_n, vec=vec, swizzle=True, num_warps=4)
         assert_close(stuning.spmm(a, b, config=cfg), ref, tol, f"vec {vec}")
+
+
+# ----------------------------------------------------------------------------- SpMM, sliced ELL
+def sell_params():
+    params = []
+    for n in (16, 128, 1024):
+        problem = spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, n, SPMM_NNZ, torch.float16)
+        for c in sample_configs(sell_kernel.config_space(problem), SAMPLES, seed=300 + n):
+            params.append(pytest.param(n, c, id=f"n{n}-{config_id(c)}"))
+    return params
+
+
+@pytest.mark.parametrize("n,config", sell_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_sell_uniform(device_gen, dtype, tol, n, config):
+    dense = random_sparse(SPMM_M, SPMM_K, SPMM_DENSITY, dtype, device_gen)
+    a = CSRMatrix.from_dense(dense)
+    b = randn(SPMM_K, n, dtype=dtype, gen=device_gen)
+    out = torch.full((SPMM_M, n), float("nan"), dtype=dtype, device=b.device)
+    y = stuning.spmm(a, b, config=config, out=out)
+    assert y is out
+    assert SlicedELLMatrix.cache_key(config.rows, config.swizzle, config.nnz_step) in a.cache  # it ran as SELL
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm sell n={n} {config}")
+
+
+SELL_SKEW_CONFIGS = [
+    pytest.param(c, id=config_id(c)) for c in sample_configs(sell_kernel.config_space(SKEW_PROBLEM), SAMPLES, seed=9)
+]
+
+
+@pytest.mark.parametrize("config", SELL_SKEW_CONFIGS)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_sell_skewed_rows(device_gen, dtype, tol, config):
+    # Rows from 0 to ~3x the mean: unsorted slices are mostly padding, sorted ones hardly any.
+    dense = skewed_sparse(SPMM_M, SPMM_K, SPMM_DENSITY * SPMM_K, dtype, device_gen, cv=0.45, empty_rows=64)
+    b = randn(SPMM_K, SKEW_N, dtype=dtype, gen=device_gen)
+    y = stuning.spmm(CSRMatrix.from_dense(dense), b, config=config)
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm sell skewed {config}")
+
+
+@pytest.mark.parametrize("sparsity", [0.9, 0.95, 0.98])
+@pytest.mark.parametrize("n", [16, 100])
+def test_spmm_sell_decode_sparsities_and_odd_n(device_gen, sparsity, n):
+    # The decode regime SELL is for; N = 100 leaves the last N tile partial (the masked path).
+    dense = random_sparse(SPMM_M, SPMM_K, 1.0 - sparsity, torch.float16, device_gen)
+    a = CSRMatrix.from_dense(dense)
+    b = randn(SPMM_K, n, dtype=torch.float16, gen=device_gen)
+    ref = spmm_ref(dense, b)
+    for rows, step, block_n in ((8, 8, 16), (32, 8, 16), (16, 16, 32)):
+        cfg = spmm_kernel.SpMMConfig(rows, step, block_n, 4, True, 4, 1, kernel="sell")
+        assert_close(stuning.spmm(a, b, config=cfg), ref, TOL[torch.float16], f"sparsity {sparsity} {cfg}")
 
 
 # -------------------------------------------------------------------------------------- SDDMM
@@ -218,6 +271,33 @@ def test_spmm_no_recompile_on_size_change(device_gen):
     assert variants() == 1, "spmm compiled again when only M, K or N changed"
     launch(1000, 1024, 128, torch.bfloat16)  # a new dtype is a new variant: the count sees it
     assert variants() == 2
+
+
+def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen):
+    # M and K are not kernel arguments at all. N is specialized on purpose (the N-tail mask is along
+    # the contiguous axis, and vector loads need N's divisibility): a new N compiles again only when
+    # it leaves its class (multiple of 16 or not, filling its tiles or not).
+    cfg = spmm_kernel.SpMMConfig(rows=8, nnz_step=16, block_n=64, vec=4, swizzle=True, num_warps=4, num_stages=1,
+                                 kernel="sell")
+
+    def launch(m, k, n, dtype):
+        dense = random_sparse(m, k, 0.05, dtype, device_gen)
+        b = randn(k, n, dtype=dtype, gen=device_gen)
+        y = stuning.spmm(CSRMatrix.from_dense(dense), b, config=cfg)
+        assert_close(y, spmm_ref(dense, b), TOL[dtype])
+
+    variants = variant_counter(sell_kernel._spmm_sell_kernel)
+    launch(3000, 2048, 256, torch.float16)
+    assert variants() == 1
+    launch(1000, 1024, 128, torch.float16)
+    launch(517, 4096, 1024, torch.float16)
+    assert variants() == 1, "spmm_sell compiled again when only M, K or N (within its class) changed"
+    launch(1000, 1024, 100, torch.float16)  # N not a multiple of 16 nor of BLOCK_N: a new class
+    assert variants() == 2
+    launch(333, 2048, 36, torch.float16)  # the same class as 100
+    assert variants() == 2, "spmm_sell compiled again for an N of the same divisibility class"
+    launch(1000, 1024, 128, torch.bfloat16)
+    assert variants() == 3
 
 
 def test_sddmm_no_recompile_on_size_change(device_gen):

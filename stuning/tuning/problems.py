@@ -14,10 +14,10 @@ import torch
 from stuning.formats import CSRMatrix, Semi24Matrix
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import semi24 as semi24_kernel
-from stuning.kernels import spmm as spmm_kernel
 from stuning.matrices import random_semi24, random_sparse
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.features import ProblemFeatures, sddmm_features, semi24_features, spmm_features
+from stuning.tuning.launch import launch_spmm
 
 
 @dataclass
@@ -40,10 +40,9 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         a = CSRMatrix.from_dense(dense)
         b = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
         ref = dense.float() @ b.float()
-        order = a.row_order()
 
         def run(c):
-            return spmm_kernel.spmm(a.crow, a.col, a.values, b, m=case.m, config=c, row_order=order)
+            return launch_spmm(a, b, c)
 
         return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b})
     if isinstance(case, SDDMMCase):
