@@ -236,6 +236,6 @@ def repair(p: TiledParams, m: int, n: int, k: int) -> TiledParams:
     bm = min(p.block_m, max(BLOCK_MS[0], triton.next_power_of_2(max(1, m))))
     bn = min(p.block_n, max(BLOCK_NS[0], triton.next_power_of_2(max(1, n))))
     bk = min(p.block_k, max(_BLOCK_KS[0], triton.next_power_of_2(max(1, k))))
-    threads = 32 * p.num_warps
-    warps = p.num_warps if bm * bn >= 8 * threads else 4
-    return TiledParams(bm, bn, bk, p.chunk, warps, p.num_stages)
+    warps = p.num_warps if bm * bn >= 8 * 32 * p.num_warps else 4
+    stages = p.num_stages if bk < k else min(p.num_stages, 2)
+    return TiledParams(bm, bn, bk, p.chunk, warps, stages)

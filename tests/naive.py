@@ -212,6 +212,7 @@ _SHORT = {
     "block_m": "bm",
     "group_m": "g",
     "split_k": "sk",
+    "chunk": "ch",
 }
 
 
@@ -232,4 +233,10 @@ def config_id(config) -> str:
     if config is None:
         return "default"
     fields = config if isinstance(config, dict) else config.as_dict()
-    return "-".join(f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items())
+    parts = []
+    for k, v in fields.items():
+        if isinstance(v, str):
+            parts.append(v)  # e.g. the SDDMM kernel's name
+        elif type(v) is not int or v != 0:  # a field held at 0 is one the config's kernel does not use
+            parts.append(f"{_SHORT.get(k, k)}{int(v)}")
+    return "-".join(parts)

@@ -1,7 +1,7 @@
 """Sparse formats in plain PyTorch: no Triton here, so they work wherever torch does."""
 
 from stuning.formats.csr import CSRMatrix, RowStats
-from stuning.formats.output_tiles import OutputTiles, nonempty_tile_counts, output_tiles
+from stuning.formats.tiles import OutputTiles, nonempty_tile_counts, output_tiles
 from stuning.formats.pruning import magnitude_prune
 from stuning.formats.semi24 import Semi24Matrix
 
