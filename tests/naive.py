@@ -233,10 +233,8 @@ def config_id(config) -> str:
     if config is None:
         return "default"
     fields = config if isinstance(config, dict) else config.as_dict()
-    parts = []
-    for k, v in fields.items():
-        if isinstance(v, str):
-            parts.append(v)  # e.g. the SDDMM kernel's name
-        elif type(v) is not int or v != 0:  # a field held at 0 is one the config's kernel does not use
-            parts.append(f"{_SHORT.get(k, k)}{int(v)}")
-    return "-".join(parts)
+    names = [v for v in fields.values() if isinstance(v, str)]  # e.g. the SDDMM kernel's, first
+    # A field held at 0 is one the config's kernel does not use.
+    numbers = [f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items() if not isinstance(v, str) and
+               (type(v) is not int or v != 0)]
+    return "-".join(names + numbers)

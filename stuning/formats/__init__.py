@@ -1,9 +1,9 @@
 """Sparse formats in plain PyTorch: no Triton here, so they work wherever torch does."""
 
 from stuning.formats.csr import CSRMatrix, RowStats
-from stuning.formats.tiles import OutputTiles, nonempty_tile_counts, output_tiles
 from stuning.formats.pruning import magnitude_prune
 from stuning.formats.semi24 import Semi24Matrix
+from stuning.formats.tiles import OutputTiles, nonempty_tile_counts, output_tiles
 
 __all__ = [
     "CSRMatrix", "OutputTiles", "RowStats", "Semi24Matrix", "magnitude_prune", "nonempty_tile_counts", "output_tiles",

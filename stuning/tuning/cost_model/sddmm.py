@@ -8,8 +8,14 @@ import math
 
 from stuning.kernels.sddmm import SDDMMConfig
 from stuning.kernels.sddmm_tiled import TiledParams, registers_per_thread, shared_memory_bytes
-from stuning.tuning.cost_model.base import CostTerms, cuda_core_terms, latency_factor, launch_shape, memory_us
-from stuning.tuning.cost_model.base import sector_efficiency
+from stuning.tuning.cost_model.base import (
+    CostTerms,
+    cuda_core_terms,
+    latency_factor,
+    launch_shape,
+    memory_us,
+    sector_efficiency,
+)
 from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures, tile_feature
 
