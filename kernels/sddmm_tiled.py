@@ -12,14 +12,17 @@ it does less traffic per nonzero, and unlike the dense product it writes only th
 
 Picking: ``tl.gather`` on the accumulator flattened to (BLOCK_M * BLOCK_N,), indexed by the
 nonzeros' flat positions ``r * BLOCK_N + c`` (int16 in memory: 2 bytes per nonzero). A 1-D gather
-whose index is not warp-local is lowered through shared memory: the tile is written there once
+whose index is not warp-local is lowered through shared memory: the tile is written there
 (BLOCK_M * BLOCK_N * 4 bytes, counted in the shared-memory budget below) and each nonzero is one
 read, so picking costs O(tile + nonzeros) on chip, nothing in global memory. Triton >= 3.4 takes
 that path for every rank-1 gather (rank >= 2 gathers could trip the warp-locality assertion of
 OptimizeThreadLocality on 3.6, hence the flattening; ``tl.reshape`` keeps row-major order, unlike
-``tl.ravel``). The alternative without gather, one-hot (CHUNK x BLOCK_M) @ acc then a masked sum
-over columns, costs CHUNK * BLOCK_M * BLOCK_N MACs per chunk and needs an exact fp32 dot (CUDA
-cores) so as not to round acc: several times the tile's own MMA work at 95% sparsity.
+``tl.ravel``). The tile is written again by every gather (3.6 does not hoist that store out of
+the chunk loop), so the space has chunks large enough to take a tile's nonzeros in one step; the
+cost model charges one tile store per step. The alternative without gather, one-hot
+(CHUNK x BLOCK_M) @ acc then a masked sum over columns, costs CHUNK * BLOCK_M * BLOCK_N MACs per
+chunk and needs an exact fp32 dot (CUDA cores) so as not to round acc: several times the tile's
+own MMA work at 95% sparsity.
 """
 
 from __future__ import annotations
@@ -183,7 +186,9 @@ class TiledParams(NamedTuple):
 BLOCK_MS = (32, 64, 128)
 BLOCK_NS = (32, 64, 128)
 _BLOCK_KS = (16, 32, 64, 128)
-_CHUNKS = (32, 64, 128)
+# Nonzeros per pick step: from a few per tile (98% sparse, small tiles) to all of a 64 x 64 tile at
+# 50%, so that most tiles are picked in one step whatever the density.
+_CHUNKS = (32, 128, 512, 2048)
 _WARPS = (4, 8)
 _STAGES = (2, 3)
 _MAX_ACC_PER_THREAD = 128  # fp32 accumulator registers a thread holds before it spills
@@ -195,8 +200,11 @@ def shared_memory_bytes(p: TiledParams, elem_size: int) -> int:
 
 
 def registers_per_thread(p: TiledParams) -> int:
+    """The accumulator (live through the pick loop), the operand tiles, and a chunk's index, value
+    and destination."""
     threads = 32 * p.num_warps
-    return 32 + p.block_m * p.block_n // threads + (p.block_m + p.block_n) * p.block_k // (2 * threads)
+    operands = (p.block_m + p.block_n) * p.block_k // (2 * threads)
+    return 32 + p.block_m * p.block_n // threads + operands + 4 * max(1, p.chunk // threads)
 
 
 def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudget | None = None) -> list[TiledParams]:
@@ -218,6 +226,8 @@ def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudge
         threads = 32 * warps
         if bm * bn // threads > _MAX_ACC_PER_THREAD or bm * bn < 8 * threads:
             continue  # spills, or too little MMA work for the warps
+        if chunk > bm * bn // 2:
+            continue  # a tile that full is cheaper as two steps than as one mostly padded
         p = TiledParams(bm, bn, bk, chunk, warps, stages)
         if registers_per_thread(p) > 255 or shared_memory_bytes(p, elem) > budget.shared_mem_per_block:
             continue
@@ -238,4 +248,5 @@ def repair(p: TiledParams, m: int, n: int, k: int) -> TiledParams:
     bk = min(p.block_k, max(_BLOCK_KS[0], triton.next_power_of_2(max(1, k))))
     warps = p.num_warps if bm * bn >= 8 * 32 * p.num_warps else 4
     stages = p.num_stages if bk < k else min(p.num_stages, 2)
-    return TiledParams(bm, bn, bk, p.chunk, warps, stages)
+    chunk = min(p.chunk, max(_CHUNKS[0], bm * bn // 2))
+    return TiledParams(bm, bn, bk, chunk, warps, stages)

@@ -95,14 +95,18 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     rate = device.fp32_tflops * 1e12 if f.dtype == "float32" else device.tensor_rate(f.dtype)  # fp32: ieee
     mma_us = 2.0 * tiles * bm * bn * k_padded / rate * 1e6
     smem_bw = device.sm_count * _SMEM_BYTES_PER_CLOCK * device.clock_ghz * 1e9
-    pick_us = (tiles * bm * bn * 4 + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
+    # Every pick step writes the fp32 tile to shared memory again (the gather's source), then
+    # reads one element per entry.
+    steps = tiles * math.ceil(per_tile / chunk)
+    pick_us = (steps * bm * bn * 4 + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
     pick_us += entries * _PICK_OPS / (device.fp32_tflops * 1e12 / 2) * 1e6
 
     p = TiledParams(bm, bn, cfg.block_k, chunk, cfg.num_warps, cfg.num_stages)
     threads = 32 * cfg.num_warps
     launch = launch_shape(math.ceil(tiles), threads, registers_per_thread(p), shared_memory_bytes(p, elt), device)
-    # A deeper pipeline hides more load latency; a loop of few K steps has little to overlap.
-    pipelining = 1.0 + 0.5 / max(1, min(cfg.num_stages, k_steps) - 1)
+    # A deeper pipeline hides more load latency (as in the 2:4 model: independent of K, so that
+    # more K never predicts faster).
+    pipelining = 1.0 + 0.5 / max(1, cfg.num_stages - 1)
     return CostTerms(
         mem_us=memory_us(dram, l2, device),
         compute_us=mma_us + pick_us,
