@@ -291,3 +291,24 @@ def test_uniform_estimate_matches_a_uniform_mask(gen):
     estimate = dataclasses.replace(f, values={k: v for k, v in f.values.items() if not k.startswith("tiles_")})
     for bm, bn in ((32, 32), (64, 64), (128, 128)):
         assert nonempty_tiles(estimate, bm, bn) == pytest.approx(f[tile_feature(bm, bn)], rel=0.15)
+
+
+def test_int64_indices(gen, device):
+    dense = random_sparse(40, 50, 0.3, torch.float32, gen)
+    m32 = CSRMatrix.from_dense(dense)
+    mask = CSRMatrix(m32.crow.long(), m32.col.long(), m32.values, m32.shape).to(device)
+    a, b = randn(40, 16, dtype=torch.float32, gen=gen), randn(16, 50, dtype=torch.float32, gen=gen)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), beta=1.0, config=tiled(32, 64, 16, 32))
+    assert output_tiles(mask, 32, 64, 32).dest.dtype == torch.int64
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b, 1.0, 1.0)), TOL[torch.float32])
+
+
+def test_the_op_chooses_tiles_for_a_dense_mask(gen, device):
+    # Half the positions sampled: every tile full, so the cost model picks the tiled kernel by itself.
+    dense = random_sparse(128, 128, 0.5, torch.float16, gen)
+    a, b = randn(128, 64, dtype=torch.float16, gen=gen), randn(64, 128, dtype=torch.float16, gen=gen)
+    mask = mask_of(dense, device)
+    out = stuning.sddmm(mask, a.to(device), b.to(device))
+    chosen = [v for key, v in mask.cache.items() if key[0] == "sddmm"]
+    assert len(chosen) == 1 and chosen[0].kernel == "tiled", chosen
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b)), TOL[torch.float16])
