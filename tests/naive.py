@@ -212,6 +212,7 @@ _SHORT = {
     "block_m": "bm",
     "group_m": "g",
     "split_k": "sk",
+    "chunk": "ch",
 }
 
 
@@ -232,7 +233,9 @@ def config_id(config) -> str:
     if config is None:
         return "default"
     fields = config if isinstance(config, dict) else config.as_dict()
-    # A kernel name stands for itself (``sell-r4-...``); the default kernel is left out.
-    parts = [v if isinstance(v, str) else f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items()
-             if not (k == "kernel" and v == "csr")]
-    return "-".join(parts)
+    # A kernel name stands first (``sell-r4-...``, ``tiled-...``); the default CSR kernel is left out.
+    names = [v for k, v in fields.items() if isinstance(v, str) and not (k == "kernel" and v == "csr")]
+    # A field held at 0 is one the config's kernel does not use.
+    numbers = [f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items() if not isinstance(v, str) and
+               (type(v) is not int or v != 0)]
+    return "-".join(names + numbers)

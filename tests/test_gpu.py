@@ -27,6 +27,7 @@ from naive import (
     spmm_ref,
 )
 from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels import sddmm_tiled
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.kernels import spmm_sell as sell_kernel
@@ -170,12 +171,22 @@ def test_spmm_sell_decode_sparsities_and_odd_n(device_gen, sparsity, n):
 # -------------------------------------------------------------------------------------- SDDMM
 SDDMM_L, SDDMM_K, SDDMM_DENSITY = 1024, 64, 0.1
 SDDMM_PROBLEM = sddmm_kernel.SDDMMProblem(SDDMM_L, SDDMM_L, SDDMM_K, round(SDDMM_DENSITY * SDDMM_L**2), torch.float16)
+SDDMM_SPACE = sddmm_kernel.config_space(SDDMM_PROBLEM)
 SDDMM_CONFIGS = config_params(
-    sample_configs(sddmm_kernel.config_space(SDDMM_PROBLEM), SAMPLES, seed=11), sddmm_kernel.heuristic(SDDMM_PROBLEM)
+    sample_configs([c for c in SDDMM_SPACE if c.kernel == "gather"], SAMPLES, seed=11),
+    sddmm_kernel.heuristic(SDDMM_PROBLEM),
 )
+SDDMM_TILED_CONFIGS = [
+    p
+    for p in config_params(
+        sample_configs([c for c in SDDMM_SPACE if c.kernel == "tiled"], SAMPLES, seed=12),
+        sddmm_kernel.tiled_heuristic(SDDMM_PROBLEM),
+    )
+    if p.values[0] is not None  # the op's own choice is in SDDMM_CONFIGS already
+]
 
 
-@pytest.mark.parametrize("config", SDDMM_CONFIGS)
+@pytest.mark.parametrize("config", SDDMM_CONFIGS + SDDMM_TILED_CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     # Q K^T sampled at a sparse attention pattern: mask L x L, A = Q (L x K), B = K^T (a view).
@@ -203,6 +214,47 @@ def test_sddmm_pruned_weight_gradient(device_gen, dtype, tol):
     out = stuning.sddmm(poisoned, dy.t(), x)  # beta = 0: the NaN mask values are never read
     ref = sddmm_ref(mask_dense, dy.t(), x)
     assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], tol)
+
+
+def sddmm_tiled_params():
+    """The issue's attention-like target: a 4096 x 4096 mask, K = 64 and 128, 95% sparse."""
+    params = []
+    for k in (64, 128):
+        problem = sddmm_kernel.SDDMMProblem(4096, 4096, k, round(0.05 * 4096**2), torch.float16)
+        tiled = [c for c in sddmm_kernel.config_space(problem) if c.kernel == "tiled"]
+        for p in config_params(sample_configs(tiled, 4, seed=300 + k), sddmm_kernel.tiled_heuristic(problem),
+                               prefix=f"k{k}-"):
+            params.append(pytest.param(k, *p.values, id=p.id))
+    return params
+
+
+@pytest.mark.parametrize("k,config", sddmm_tiled_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sddmm_tiled_4096(device_gen, dtype, tol, k, config):
+    mask_dense = random_sparse(4096, 4096, 0.05, dtype, device_gen)
+    q = randn(4096, k, dtype=dtype, gen=device_gen)
+    kk = randn(4096, k, dtype=dtype, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    out = stuning.sddmm(mask, q, kk.t(), alpha=0.125, config=config)
+    ref = sddmm_ref(mask_dense, q, kk.t(), 0.125)
+    assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], tol, f"sddmm k={k} {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sddmm_tiled_ragged_shape_and_k_tail(device_gen, dtype, tol):
+    # M, N not multiples of any tile, K = 70 not a multiple of any BLOCK_K, a block of dense rows.
+    m, n, k = 1000, 3001, 70
+    mask_dense = random_sparse(m, n, 0.03, dtype, device_gen)
+    mask_dense[100:164, 2900:] = 1.0
+    a = randn(m, k, dtype=dtype, gen=device_gen)
+    b = randn(k, n, dtype=dtype, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    problem = sddmm_kernel.SDDMMProblem(m, n, k, mask.nnz, dtype)
+    tiled = [c for c in sddmm_kernel.config_space(problem) if c.kernel == "tiled"]
+    ref = sddmm_ref(mask_dense, a, b, -0.5, 2.0)[mask.row_ids().long(), mask.col.long()]
+    for cfg in sample_configs(tiled, 6, seed=41):
+        out = stuning.sddmm(mask, a, b, alpha=-0.5, beta=2.0, config=cfg)
+        assert_close(out.values, ref, tol, str(cfg))
 
 
 # ---------------------------------------------------------------------------------------- 2:4
@@ -318,6 +370,29 @@ def test_sddmm_no_recompile_on_size_change(device_gen):
     launch(2000, 512, 128, torch.float16)
     launch(333, 4096, 96, torch.float16)
     assert variants() == 1, "sddmm compiled again when only M, N, K or nnz changed"
+    launch(333, 4096, 96, torch.float32)
+    assert variants() == 2
+
+
+def test_sddmm_tiled_no_recompile_on_size_change(device_gen):
+    # The tiling is a template parameter; the sizes, nnz and the number of tiles are not.
+    cfg = sddmm_kernel.SDDMMConfig(kernel="tiled", block_m=64, block_n=64, block_k=32, chunk=64, num_warps=4)
+
+    def launch(m, n, k, dtype):
+        mask_dense = random_sparse(m, n, 0.05, dtype, device_gen)
+        a = randn(m, k, dtype=dtype, gen=device_gen)
+        b = randn(k, n, dtype=dtype, gen=device_gen)
+        mask = CSRMatrix.from_dense(mask_dense)
+        out = stuning.sddmm(mask, a, b, config=cfg)
+        ref = sddmm_ref(mask_dense, a, b)
+        assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], TOL[dtype])
+
+    variants = variant_counter(sddmm_tiled._sddmm_tiled_kernel)
+    launch(1024, 1024, 64, torch.float16)
+    assert variants() == 1
+    launch(2000, 512, 128, torch.float16)
+    launch(333, 4096, 96, torch.float16)
+    assert variants() == 1, "tiled sddmm compiled again when only M, N, K, nnz or the tiles changed"
     launch(333, 4096, 96, torch.float32)
     assert variants() == 2
 
