@@ -86,6 +86,30 @@ def gen(seed) -> torch.Generator:
 
 
 @pytest.fixture
+def db_dir(tmp_path, monkeypatch):
+    """A tuning-database directory of the test's own ($STUNING_DB_DIR), and no config chosen before."""
+    from stuning.ops.selection import SELECTOR
+
+    path = tmp_path / "db"
+    path.mkdir()
+    monkeypatch.setenv("STUNING_DB_DIR", str(path))
+    SELECTOR.reset()
+    yield path
+    SELECTOR.reset()
+
+
+@pytest.fixture
+def isolated_db_dirs(tmp_path, monkeypatch):
+    """Every test gets its own cache and shipped directories and no override, and may warn afresh."""
+    from stuning.db import paths, tuning_db
+
+    monkeypatch.delenv(paths.ENV_DB_DIR, raising=False)
+    monkeypatch.setattr(paths, "user_cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(paths, "shipped_dir", lambda: tmp_path / "shipped")
+    monkeypatch.setattr(tuning_db, "_stale_warned", False)
+
+
+@pytest.fixture
 def device() -> str:
     return "cuda" if HAS_CUDA else "cpu"
 

@@ -7,15 +7,6 @@ import json
 import pytest
 
 from stuning.cli.main import main
-from stuning.ops.selection import SELECTOR
-
-
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path / "db"))
-    SELECTOR.reset()
-    yield tmp_path / "db"
-    SELECTOR.reset()
 
 
 def _json(capsys, argv) -> dict:

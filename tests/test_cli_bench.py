@@ -14,18 +14,10 @@ import torch
 
 from stuning.bench.report import COLUMNS
 from stuning.cli.main import main
-from stuning.ops.selection import SELECTOR
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP_GRID = ["--shape", "32x64", "--n", "16", "--sparsity", "0.8", "--dtype", "fp16"]
 
-
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path / "db"))
-    SELECTOR.reset()
-    yield tmp_path / "db"
-    SELECTOR.reset()
 
 
 def _json(capsys, argv, code: int = 0) -> dict:

@@ -13,16 +13,7 @@ import stuning
 from stuning.nn import SparseConv2d, SparseLinear
 from stuning.nn.cnn_examples import mobilenet_v1, resnet50, tiny_mobilenet, tiny_resnet
 from stuning.nn.shapes import gemm_columns
-from stuning.ops.selection import SELECTOR
 from stuning.tuning.session import key_for
-
-
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
-    SELECTOR.reset()
-    yield tmp_path
-    SELECTOR.reset()
 
 
 def _dense_with_zeros(model: nn.Module, sparse: nn.Module, names: list[str]) -> nn.Module:

@@ -31,7 +31,6 @@ from stuning.db import (
     merge_files,
     paths,
     prune_stale,
-    tuning_db,
 )
 
 DEVICE = "NVIDIA H100 80GB HBM3"
@@ -40,13 +39,7 @@ ENV = Environment(DEVICE, triton="3.2.0", torch="2.5.1", cuda="12.4", stuning="0
 HELPER = Path(__file__).resolve().parent / "db_writer_proc.py"
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path, monkeypatch):
-    """Every test gets its own cache and shipped directories and no override, and may warn afresh."""
-    monkeypatch.delenv(paths.ENV_DB_DIR, raising=False)
-    monkeypatch.setattr(paths, "user_cache_dir", lambda: tmp_path / "cache")
-    monkeypatch.setattr(paths, "shipped_dir", lambda: tmp_path / "shipped")
-    monkeypatch.setattr(tuning_db, "_stale_warned", False)
+pytestmark = pytest.mark.usefixtures("isolated_db_dirs")
 
 
 def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=None, measured=True,

@@ -24,7 +24,6 @@ from stuning.db import (
     load_document,
     merge_entries,
     paths,
-    tuning_db,
 )
 from stuning.suite import SpMMCase
 from stuning.tuning import driver
@@ -42,12 +41,7 @@ OOR = FailedConfig({"BLOCK_M": 256}, "out_of_resources", "out of resource: share
 CE = FailedConfig({"BLOCK_M": 8}, "compile_error", "CompilationError: at 12:4")
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path, monkeypatch):
-    monkeypatch.delenv(paths.ENV_DB_DIR, raising=False)
-    monkeypatch.setattr(paths, "user_cache_dir", lambda: tmp_path / "cache")
-    monkeypatch.setattr(paths, "shipped_dir", lambda: tmp_path / "shipped")
-    monkeypatch.setattr(tuning_db, "_stale_warned", False)
+pytestmark = pytest.mark.usefixtures("isolated_db_dirs")
 
 
 def entry(time_us=10.0, failed=(), *, env=ENV, measured=True, updated="2025-01-01T00:00:00+00:00") -> DBEntry:

@@ -17,13 +17,6 @@ from stuning.tuning.session import key_for
 TOKENS = [16, 40]
 
 
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
-    SELECTOR.reset()
-    yield tmp_path
-    SELECTOR.reset()
-
 
 def _twin_model() -> nn.Module:
     """Two layers with the same weight (one database key per token count) and a different one."""

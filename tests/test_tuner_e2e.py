@@ -19,14 +19,6 @@ from stuning.tuning.features import spmm_features
 from stuning.tuning.session import key_for, local_environment, open_db
 
 
-@pytest.fixture
-def db_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
-    SELECTOR.reset()
-    yield tmp_path
-    SELECTOR.reset()
-
-
 def test_model_only_tune_end_to_end_in_the_interpreter(db_dir):
     case = SpMMCase(48, 64, 24, 0.8, 0.4, "bf16")
     outcome, key = tune_case(case, strategy="model", device_name="h100")
