@@ -1,11 +1,12 @@
-"""2:4 semi-structured SpMM: ``Y = W @ X`` with W (M x K) stored as 2:4 values + 2-bit positions.
+"""2:4 semi-structured SpMM: ``Y = W @ X`` with W (M x K) stored as 2:4 values + 4-bit group masks.
 
 Triton has no sparse tensor-core instruction, so W is decompressed on chip ("load as sparse, compute
-as dense"): each K step loads a contiguous (BLOCK_M, BLOCK_K/2) tile of values and the
-(BLOCK_M, BLOCK_K/32) metadata words behind it, unpacks the positions by halving bit fields
-(``tl.join``, no per-element gathers), rebuilds the dense (BLOCK_M, BLOCK_K) tile with selects and
-joins, and feeds one ``tl.dot``. On the H200 this ran 2.5-8x faster than splitting W by position
-into four dots over strided rows of X, and than loading the metadata word once per group.
+as dense"): each K step loads the (BLOCK_M, BLOCK_K/4) value pairs of W as int32 words and the
+(BLOCK_M, BLOCK_K/32) mask words behind them, rebuilds every group of four columns as two int32
+words by bit tests and 16-bit shifts of its pair (no compares, no per-element selects), and feeds
+one ``tl.dot``. The product is computed transposed, ``Y^T = X^T W^T``: the rebuilt tile is the
+dot's shared-memory operand, so on Hopper the warpgroup MMA runs asynchronously instead of waiting
+after every instruction for a register operand (checked in the sm_90a SASS; BENCHMARKS.md, section 7).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import triton.language as tl
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-VALUES_PER_META_WORD = 16  # the layout of stuning.formats.Semi24Matrix
+GROUPS_PER_MASK_WORD = 8  # the layout of stuning.formats.Semi24Matrix
 
 
 @triton.jit
@@ -30,10 +31,29 @@ def _split_fields(x, BITS: tl.constexpr):
 
 
 @triton.jit
+def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DTYPE: tl.constexpr):
+    """The dense (BLOCK_M, BLOCK_K) tile of W from its kept pairs (int32: first value in the low
+    half) and its mask words. Exactly two mask bits are set per group, so a pair lands in columns
+    (0, 1) as it is, splits across (0 | 1, 2 | 3) by halves, or lands in (2, 3) as it is."""
+    b = _split_fields(_split_fields(_split_fields(words, 16), 8), 4)
+    zero = tl.zeros_like(pairs)
+    lo = tl.where((b & 1) != 0, tl.where((b & 2) != 0, pairs, pairs & 0xFFFF),
+                  tl.where((b & 2) != 0, pairs << 16, zero))
+    hi = tl.where((b & 8) != 0, tl.where((b & 4) != 0, pairs, pairs & -65536),
+                  tl.where((b & 4) != 0, (pairs >> 16) & 0xFFFF, zero))
+    w0 = lo.to(tl.int16).to(DTYPE, bitcast=True)
+    w1 = (lo >> 16).to(tl.int16).to(DTYPE, bitcast=True)
+    w2 = hi.to(tl.int16).to(DTYPE, bitcast=True)
+    w3 = (hi >> 16).to(tl.int16).to(DTYPE, bitcast=True)
+    # join(join(w0, w2), join(w1, w3)) puts w_t at column 4g + t after the reshape.
+    return tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK_M, BLOCK_K))
+
+
+@triton.jit
 def _semi24_kernel(
-    # W: values (M, K/2) and packed positions (M, ceil(K/32)) int32
+    # W: values (M, K/2), read as int32 pairs, and 4-bit group masks (M, ceil(K/32)) int32
     val_ptr,
-    meta_ptr,
+    mask_ptr,
     # X (K x N) and Y (M x N); with SPLIT_K > 1, Y is an fp32 buffer the splits add into
     x_ptr,
     y_ptr,
@@ -56,7 +76,6 @@ def _semi24_kernel(
     UPCAST: tl.constexpr,
 ):
     GROUPS: tl.constexpr = BLOCK_K // 4
-    HALF: tl.constexpr = BLOCK_K // 2
     WORDS: tl.constexpr = BLOCK_K // 32
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -70,46 +89,46 @@ def _semi24_kernel(
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
 
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_ok = offs_m < M
     n_ok = offs_n < N
-
-    n_values = tl.cdiv(K, 4) * 2  # stored per row: K is padded to whole groups
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    n_groups = tl.cdiv(K, 4)  # stored per row: K is padded to whole groups
+    groups = pid_k * GROUPS + tl.arange(0, GROUPS)
+    words = pid_k * WORDS + tl.arange(0, WORDS)
+    rows = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    # Pointers advance by a constant per step: recomputing 64-bit addresses each step cost more
+    # instructions than the masks they feed.
+    pair_base = val_ptr.to(tl.pointer_type(tl.int32))
+    pair_ptrs = pair_base + offs_m[:, None].to(tl.int64) * (stride_vm // 2) + groups[None, :]
+    mask_ptrs = mask_ptr + offs_m[:, None].to(tl.int64) * stride_mm + words[None, :]
+    xt_ptrs = x_ptr + rows[None, :].to(tl.int64) * stride_xk + offs_n[:, None] * stride_xn
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)  # Y^T
     for kt in range(pid_k, tl.cdiv(K, BLOCK_K), SPLIT_K):
-        # K masks only on a ragged last tile: masks along the contiguous axis stop vector loads.
-        rows = kt * BLOCK_K + tl.arange(0, BLOCK_K)
-        c = kt * HALF + tl.arange(0, HALF)
-        words = kt * WORDS + tl.arange(0, WORDS)
-        v = tl.load(val_ptr + offs_m[:, None] * stride_vm + c[None, :],
-                    mask=m_ok[:, None] & ((c < n_values)[None, :] | EVEN_K), other=0.0)
-        word = tl.load(meta_ptr + offs_m[:, None] * stride_mm + words[None, :],
-                       mask=m_ok[:, None] & ((words < tl.cdiv(n_values, 16))[None, :] | EVEN_K), other=0)
-        # 16 two-bit positions per word -> one per value, then (first, second) of each group.
-        pos = _split_fields(_split_fields(_split_fields(_split_fields(word, 16), 8), 4), 2)
-        p0, p1 = tl.split(tl.reshape(pos, (BLOCK_M, GROUPS, 2)))
-        v0, v1 = tl.split(tl.reshape(v, (BLOCK_M, GROUPS, 2)))
+        if EVEN_K:
+            # K masks only on a ragged last tile: masks along the contiguous axis stop vector loads.
+            pairs = tl.load(pair_ptrs, mask=m_ok[:, None], other=0)
+            mwords = tl.load(mask_ptrs, mask=m_ok[:, None], other=0)
+            xt = tl.load(xt_ptrs, mask=n_ok[:, None], other=0.0)
+        else:
+            g = kt * GROUPS + tl.arange(0, GROUPS)
+            wd = kt * WORDS + tl.arange(0, WORDS)
+            r = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+            pairs = tl.load(pair_ptrs, mask=m_ok[:, None] & (g < n_groups)[None, :], other=0)
+            mwords = tl.load(mask_ptrs, mask=m_ok[:, None] & (wd < tl.cdiv(n_groups, 8))[None, :], other=0)
+            xt = tl.load(xt_ptrs, mask=n_ok[:, None] & (r < K)[None, :], other=0.0)
+        w = _rebuild_groups(pairs, mwords, BLOCK_M, BLOCK_K, val_ptr.dtype.element_ty)
         if UPCAST:
             # The interpreter's bf16 arithmetic and dot are wrong: compute in fp32 there.
-            v0 = v0.to(tl.float32)
-            v1 = v1.to(tl.float32)
-        zero = tl.zeros_like(v0)
-        # Kept values are in column order, so only the first can sit at 0 and only the second at 3.
-        w0 = tl.where(p0 == 0, v0, zero)
-        w1 = tl.where(p0 == 1, v0, tl.where(p1 == 1, v1, zero))
-        w2 = tl.where(p0 == 2, v0, tl.where(p1 == 2, v1, zero))
-        w3 = tl.where(p1 == 3, v1, zero)
-        # join(join(w0, w2), join(w1, w3)) puts w_t at column 4g + t after the reshape.
-        w = tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK_M, BLOCK_K))
-        x = tl.load(x_ptr + rows[:, None].to(tl.int64) * stride_xk + offs_n[None, :] * stride_xn,
-                    mask=((rows < K)[:, None] | EVEN_K) & n_ok[None, :], other=0.0)
-        if UPCAST:
-            x = x.to(tl.float32)
-        acc = tl.dot(w, x, acc)
+            w = w.to(tl.float32)
+            xt = xt.to(tl.float32)
+        acc = tl.dot(xt, tl.trans(w), acc)
+        pair_ptrs += SPLIT_K * GROUPS
+        mask_ptrs += SPLIT_K * WORDS
+        xt_ptrs += SPLIT_K * BLOCK_K * stride_xk
 
-    y_ptrs = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn
-    y_ok = m_ok[:, None] & n_ok[None, :]
+    y_ptrs = y_ptr + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None] * stride_yn
+    y_ok = m_ok[None, :] & n_ok[:, None]
     if SPLIT_K > 1:
         # Adding into one fp32 buffer saves the launch that would reduce per-split partials.
         tl.atomic_add(y_ptrs, acc, mask=y_ok, sem="relaxed")
@@ -141,7 +160,7 @@ class Semi24Problem:
 
 def semi24_mm(
     values: torch.Tensor,
-    meta: torch.Tensor,
+    masks: torch.Tensor,
     x: torch.Tensor,
     *,
     k: int,
@@ -154,16 +173,19 @@ def semi24_mm(
         raise TypeError(f"semi24_mm: dtype {values.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
     if x.dtype != values.dtype:
         raise TypeError(f"semi24_mm: W is {values.dtype} but X is {x.dtype}; they must match")
-    if x.device != values.device or meta.device != values.device:
+    if x.device != values.device or masks.device != values.device:
         raise ValueError(f"semi24_mm: W is on {values.device} but X is on {x.device}")
     check_device(x.device, "semi24_mm input")
     if x.shape[0] != k:
         raise ValueError(f"semi24_mm: W has K = {k} columns but X has {x.shape[0]} rows")
-    if values.stride(1) != 1 or meta.stride(1) != 1:
-        raise ValueError("semi24_mm: the values and metadata of W must be contiguous along K")
     m, n = values.shape[0], x.shape[1]
     if m == 0 or n == 0 or k == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
+    if values.stride(1) != 1 or masks.stride(1) != 1:
+        raise ValueError("semi24_mm: the values and masks of W must be contiguous along K")
+    if values.stride(0) % 2 or values.data_ptr() % 4:
+        # The kernel reads each group's two values as one int32.
+        raise ValueError("semi24_mm: the values of W must start and have rows on 4-byte boundaries")
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
     if split_k > 1:
         y = torch.zeros((m, n), dtype=torch.float32, device=x.device)
@@ -172,14 +194,14 @@ def semi24_mm(
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), split_k)
     _semi24_kernel[grid](
         values,
-        meta,
+        masks,
         x,
         y,
         m,
         n,
         k,
         values.stride(0),
-        meta.stride(0),
+        masks.stride(0),
         x.stride(0),
         x.stride(1),
         y.stride(0),
@@ -198,7 +220,7 @@ def semi24_mm(
 
 
 # ------------------------------------------------------------------------------ config space
-# BLOCK_K starts at 64: two metadata words per row and step, and a dot deep enough for the MMA.
+# BLOCK_K starts at 64: two mask words per row and step, and a dot deep enough for the MMA.
 _BLOCK_MS = (32, 64, 128, 256)
 _BLOCK_NS = (16, 32, 64, 128, 256)
 _BLOCK_KS = (64, 128, 256)
@@ -212,7 +234,7 @@ _MIN_WIDE_BLOCK_N = 64
 
 
 def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
-    """Pipelined tiles in shared memory (values, metadata and X, once per stage) and the
+    """Pipelined tiles in shared memory (value pairs, masks and X, once per stage) and the
     decompressed W tile handed to the dot."""
     per_stage = (
         config.block_m * config.block_k // 2 * elem_size

@@ -15,7 +15,7 @@ from stuning.formats import CSRMatrix, RowStats, Semi24Matrix, SlicedELLMatrix, 
 from stuning.nn import pretune, sparsify  # noqa: E402
 from stuning.ops import sddmm, semi24_mm, spmm  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 __all__ = ["CSRMatrix", "RowStats", "Semi24Matrix", "SlicedELLMatrix", "magnitude_prune", "spmm", "sddmm", "semi24_mm"]
 __all__ += ["__version__"]
 __all__ += ["nn", "sparsify", "pretune"]

@@ -69,7 +69,7 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         ref = w.to_dense().float() @ x.float()
 
         def run(c):
-            return semi24_kernel.semi24_mm(w.values, w.meta, x, k=case.k, config=c)
+            return semi24_kernel.semi24_mm(w.values, w.masks, x, k=case.k, config=c)
 
         return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x})
     raise TypeError(f"not a suite case: {case!r}")
