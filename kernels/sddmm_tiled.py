@@ -65,6 +65,7 @@ def _sddmm_tiled_kernel(
     BLOCK_K: tl.constexpr,
     CHUNK: tl.constexpr,
     EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
     HAS_BETA: tl.constexpr,
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
@@ -82,12 +83,14 @@ def _sddmm_tiled_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
+        # No mask along B's contiguous axis (N) unless N is ragged: with N unspecialized, such a mask
+        # turned B's loads into unpipelined 2-byte ones (sm_90a SASS; BENCHMARKS.md, section 7b).
         if EVEN_K:
             a_ok = m_ok[:, None]
-            b_ok = n_ok[None, :]
+            b_ok = n_ok[None, :] | EVEN_N
         else:
             a_ok = m_ok[:, None] & (offs_k[None, :] < K)
-            b_ok = (offs_k[:, None] < K) & n_ok[None, :]
+            b_ok = (offs_k[:, None] < K) & (n_ok[None, :] | EVEN_N)
         a = tl.load(a_rows + offs_k[None, :].to(tl.int64) * stride_ak, mask=a_ok, other=0.0)
         b = tl.load(b_cols + offs_k[:, None].to(tl.int64) * stride_bk, mask=b_ok, other=0.0)
         if UPCAST:
@@ -161,6 +164,7 @@ def sddmm_tiled(
         BLOCK_K=block_k,
         CHUNK=tiles.chunk,
         EVEN_K=k % block_k == 0,
+        EVEN_N=n % tiles.block_n == 0,
         HAS_BETA=beta != 0,
         UPCAST=upcast,
         # fp32 inputs: exact fp32 products (tf32 would miss the fp32 tolerance); fp16/bf16: tensor cores.

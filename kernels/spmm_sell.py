@@ -63,7 +63,9 @@ def _spmm_sell_kernel(
     offs_n = tl.max_contiguous(tl.multiple_of(offs_n, VEC), VEC)
     n_ok = offs_n < N
 
-    acc = tl.zeros((SLICE_ROWS, BLOCK_N), dtype=tl.float32)
+    # Partial sums per (row, step slot): the reduction over the step axis crosses threads
+    # (shuffles and shared memory), so it runs once after the loop, not every step.
+    acc = tl.zeros((SLICE_ROWS, STEP, BLOCK_N), dtype=tl.float32)
     for step in range(0, length, STEP):
         # Column-major slice: entry j of slot r at start + j * SLICE_ROWS + r, a contiguous block.
         idx = start + (step + tl.arange(0, STEP))[None, :] * SLICE_ROWS + slot[:, None]
@@ -75,14 +77,15 @@ def _spmm_sell_kernel(
             b = tl.load(b_ptrs)
         else:
             b = tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
-        acc += tl.sum(vals[:, :, None] * b.to(tl.float32), axis=1)
+        acc += vals[:, :, None] * b.to(tl.float32)
 
+    y = tl.sum(acc, axis=1)
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
     if EVEN_N:
         mask = (rows >= 0)[:, None]
     else:
         mask = (rows >= 0)[:, None] & n_ok[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def spmm_sell(

@@ -101,5 +101,5 @@ def _gather_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec, *, dr
     tile = cfg.rows * cfg.nnz_step * cfg.block_n
     return cuda_core_terms(
         dram=dram, l2=l2, flops=flops, imbalance=imbalance, programs=programs, threads=threads,
-        regs=32 + (tile + cfg.rows * cfg.block_n) // threads, device=device,
+        regs=32 + 2 * tile // threads, device=device,  # the gathered tile and an accumulator of its shape
     )
