@@ -259,8 +259,10 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
         if sk > 1 and (sk * bk > problem.k or problem.n > 256):
             continue  # every split needs a K tile; wide X already fills the SMs without splitting
         threads = 32 * warps
-        if bm * bn // threads > 128:
-            continue  # fp32 accumulator beyond 128 registers a thread spills
+        if bm * bn // threads > 128 or (bm * bk + bm * bn) // threads > 160:
+            continue  # accumulator plus rebuilt W tile beyond ~160 registers a thread spill (sm_90a SASS)
+        if bm // warps == 32 and bn >= 64:
+            continue  # Triton 3.6 fails to compile these ("Illegal shared layout" in OptimizeDotOperands)
         if bm * bn < 16 * threads // 4:
             continue  # too little work to feed the warps' MMA tiles
         cfg = Semi24Config(bm, bn, bk, gm, sk, warps, stages)

@@ -170,7 +170,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     spec, parse = KERNELS[args.kernel]
     labels = (args.configs or spec.default_configs).split(",")
-    rows = [stats(spec, parse(label), label, args.dtype, args.ragged_k) for label in labels]
+    rows = []
+    for label in labels:
+        try:
+            rows.append(stats(spec, parse(label), label, args.dtype, args.ragged_k))
+        except Exception as e:  # a config the compiler rejects is a finding too
+            rows.append({"config": label, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}"})
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -182,6 +187,9 @@ def main(argv=None) -> int:
     for col in ("config", f"instr / {spec.unit}", "loop", "wait0", "regs", "spills", "smem", *SHOWN):
         table.add_column(col, justify="right")
     for r in rows:
+        if "error" in r:
+            table.add_row(r["config"], "compile failed: " + r["error"])
+            continue
         table.add_row(r["config"], f"{r['per_unit']:.1f}", str(r["loop_instructions"]), str(r["wgmma_wait0"]),
                       str(r["registers"]), str(r["spill_stores"]), str(r["shared_bytes"]),
                       *(str(r["ops"][k]) for k in SHOWN))

@@ -352,9 +352,18 @@ def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen):
     assert variants() == 3
 
 
-def test_sddmm_no_recompile_on_size_change(device_gen):
-    cfg = sddmm_kernel.SDDMMConfig(nnz_block=64, block_k=32, vec=8, num_warps=4, num_stages=1)
-
+@pytest.mark.parametrize(
+    "cfg, kernel",
+    [
+        (sddmm_kernel.SDDMMConfig(nnz_block=64, block_k=32, vec=8, num_warps=4, num_stages=1),
+         sddmm_kernel._sddmm_kernel),
+        # The tiling is a template parameter; the sizes, nnz and the number of tiles are not.
+        (sddmm_kernel.SDDMMConfig(kernel="tiled", block_m=64, block_n=64, block_k=32, chunk=64, num_warps=4),
+         sddmm_tiled._sddmm_tiled_kernel),
+    ],
+    ids=["gather", "tiled"],
+)
+def test_sddmm_no_recompile_on_size_change(device_gen, cfg, kernel):
     def launch(m, n, k, dtype):
         mask_dense = random_sparse(m, n, 0.05, dtype, device_gen)
         a = randn(m, k, dtype=dtype, gen=device_gen)
@@ -364,35 +373,12 @@ def test_sddmm_no_recompile_on_size_change(device_gen):
         ref = sddmm_ref(mask_dense, a, b)
         assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], TOL[dtype])
 
-    variants = variant_counter(sddmm_kernel._sddmm_kernel)
+    variants = variant_counter(kernel)
     launch(1024, 1024, 64, torch.float16)
     assert variants() == 1
     launch(2000, 512, 128, torch.float16)
     launch(333, 4096, 96, torch.float16)
-    assert variants() == 1, "sddmm compiled again when only M, N, K or nnz changed"
-    launch(333, 4096, 96, torch.float32)
-    assert variants() == 2
-
-
-def test_sddmm_tiled_no_recompile_on_size_change(device_gen):
-    # The tiling is a template parameter; the sizes, nnz and the number of tiles are not.
-    cfg = sddmm_kernel.SDDMMConfig(kernel="tiled", block_m=64, block_n=64, block_k=32, chunk=64, num_warps=4)
-
-    def launch(m, n, k, dtype):
-        mask_dense = random_sparse(m, n, 0.05, dtype, device_gen)
-        a = randn(m, k, dtype=dtype, gen=device_gen)
-        b = randn(k, n, dtype=dtype, gen=device_gen)
-        mask = CSRMatrix.from_dense(mask_dense)
-        out = stuning.sddmm(mask, a, b, config=cfg)
-        ref = sddmm_ref(mask_dense, a, b)
-        assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], TOL[dtype])
-
-    variants = variant_counter(sddmm_tiled._sddmm_tiled_kernel)
-    launch(1024, 1024, 64, torch.float16)
-    assert variants() == 1
-    launch(2000, 512, 128, torch.float16)
-    launch(333, 4096, 96, torch.float16)
-    assert variants() == 1, "tiled sddmm compiled again when only M, N, K, nnz or the tiles changed"
+    assert variants() == 1, f"{cfg.kernel} sddmm compiled again when only M, N, K, nnz or the tiles changed"
     launch(333, 4096, 96, torch.float32)
     assert variants() == 2
 

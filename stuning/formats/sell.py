@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from stuning.formats.csr import CSRMatrix
+from stuning.formats.stored import StoredValues
 
 _INT16_MAX = 2**15 - 1
 _INT32_MAX = 2**31 - 1
@@ -34,7 +35,7 @@ def column_dtype(k: int) -> torch.dtype:
     return torch.int16 if k <= _INT16_MAX else torch.int32
 
 
-class SlicedELLMatrix:
+class SlicedELLMatrix(StoredValues):
     """An M x K sparse matrix in sliced ELL form, built from a ``CSRMatrix`` by ``from_csr``.
 
     ``values`` and ``cols`` (padded entries, column-major within each slice), ``slice_ptr``
@@ -127,14 +128,6 @@ class SlicedELLMatrix:
     def padding_ratio(self) -> float:
         """Stored entries over the CSR matrix's (1.0: no padding)."""
         return self.padded_entries / self.nnz if self.nnz else 1.0
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.values.device
 
     def slice_lengths(self) -> torch.Tensor:
         """Padded length of every slice (a multiple of ``step``)."""

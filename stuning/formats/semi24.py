@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from stuning.formats.stored import StoredValues
+
 # One int32 word holds the 4-bit masks of 8 groups (32 dense columns), so the masks cost K / 8 bytes
 # per row: 1/8 of a byte per dense element, as 2-bit positions would. A mask rather than positions
 # because the kernel rebuilds a group with bit tests and shifts of the value pair, with no compares.
@@ -12,7 +14,7 @@ VALUES_PER_META_WORD = 2 * GROUPS_PER_MASK_WORD
 COLS_PER_META_WORD = 4 * GROUPS_PER_MASK_WORD
 
 
-class Semi24Matrix:
+class Semi24Matrix(StoredValues):
     """An M x K matrix with at most 2 nonzeros in each aligned group of 4 columns of a row.
 
     Stored as ``values`` (M, K/2), the two kept entries of each group in column order, and ``masks``
@@ -116,14 +118,6 @@ class Semi24Matrix:
         out = torch.zeros(m, self.k_stored, dtype=self.values.dtype, device=self.values.device)
         out.scatter_(1, cols, self.values)
         return out[:, :k]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.values.device
 
     def to(self, device=None, dtype: torch.dtype | None = None) -> Semi24Matrix:
         values = self.values.to(device=device, dtype=dtype)
