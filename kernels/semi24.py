@@ -244,6 +244,22 @@ def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
     return per_stage * config.num_stages + config.block_m * config.block_k * elem_size
 
 
+def why_excluded(config: Semi24Config, elem_size: int, budget: DeviceBudget) -> str | None:
+    """Why a config is outside the space whatever the problem (None: it is in): what spills, what
+    the compiler rejects, what starves the warps, what does not fit in shared memory."""
+    bm, bn, bk, warps = config.block_m, config.block_n, config.block_k, config.num_warps
+    threads = 32 * warps
+    if bm * bn // threads > 128 or (bm * bk + bm * bn) // threads > 160:
+        return "the accumulator plus the rebuilt W tile exceed ~160 registers a thread (spills in sm_90a SASS)"
+    if bm // warps == 32 and bn >= 64:
+        return "Triton 3.6 fails to compile it (Illegal shared layout in TritonGPUOptimizeDotOperands)"
+    if bm * bn < 16 * threads // 4:
+        return "too little work to feed the warps' MMA tiles"
+    if shared_memory_bytes(config, elem_size) > budget.shared_mem_per_block:
+        return f"needs {shared_memory_bytes(config, elem_size)} bytes of shared memory"
+    return None
+
+
 def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> list[Semi24Config]:
     budget = budget or device_budget()
     elem = torch.tensor([], dtype=problem.dtype).element_size()
@@ -258,17 +274,9 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
             continue
         if sk > 1 and (sk * bk > problem.k or problem.n > 256):
             continue  # every split needs a K tile; wide X already fills the SMs without splitting
-        threads = 32 * warps
-        if bm * bn // threads > 128 or (bm * bk + bm * bn) // threads > 160:
-            continue  # accumulator plus rebuilt W tile beyond ~160 registers a thread spill (sm_90a SASS)
-        if bm // warps == 32 and bn >= 64:
-            continue  # Triton 3.6 fails to compile these ("Illegal shared layout" in OptimizeDotOperands)
-        if bm * bn < 16 * threads // 4:
-            continue  # too little work to feed the warps' MMA tiles
         cfg = Semi24Config(bm, bn, bk, gm, sk, warps, stages)
-        if shared_memory_bytes(cfg, elem) > budget.shared_mem_per_block:
-            continue
-        out.append(cfg)
+        if why_excluded(cfg, elem, budget) is None:
+            out.append(cfg)
     return out
 
 
@@ -288,11 +296,16 @@ def heuristic(problem: Semi24Problem) -> Semi24Config:
 
 
 def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
-    """The nearest valid config to one tuned for a neighbouring problem."""
+    """The nearest valid config to one tuned for a neighbouring problem. Raises ``ValueError`` for
+    a config the kernel no longer takes (a database entry tuned for an earlier version of it)."""
     block_m = min(config.block_m, max(16, triton.next_power_of_2(problem.m)))
     block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
     block_k = min(config.block_k, max(64, triton.next_power_of_2(problem.k)))
     split_k = config.split_k
     while split_k > 1 and split_k * block_k > problem.k:
         split_k //= 2
-    return Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages)
+    out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages)
+    why = why_excluded(out, torch.tensor([], dtype=problem.dtype).element_size(), device_budget())
+    if why is not None:
+        raise ValueError(f"2:4 config {out} is not in the kernel's config space: {why}")
+    return out

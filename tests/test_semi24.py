@@ -41,6 +41,17 @@ def test_config_space_is_valid():
     assert any(c.split_k > 1 for c in SPACE)
 
 
+def test_repair_keeps_the_space_and_refuses_what_it_dropped():
+    problem = semi24_kernel.Semi24Problem(4096, 4096, 128, torch.float16)
+    space = semi24_kernel.config_space(problem)
+    assert all(semi24_kernel.repair(c, problem) == c for c in space)
+    # Tuned for the kernel before its rewrite: Triton 3.6 cannot compile it now.
+    with pytest.raises(ValueError, match="not in the kernel's config space: Triton 3.6"):
+        semi24_kernel.repair(semi24_kernel.Semi24Config(128, 64, 64, 1, 1, 4, 2), problem)
+    with pytest.raises(ValueError, match="registers"):
+        semi24_kernel.repair(semi24_kernel.Semi24Config(256, 64, 256, 8, 1, 4, 2), problem)
+
+
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sampled_configs(gen, device, dtype, tol, config):
