@@ -42,7 +42,7 @@ def _put(db: TuningDB, a: CSRMatrix, n: int, config: dict) -> str:
     db.put(DBEntry(op="spmm", dtype=f.dtype, features=dict(f.values), best=TimedConfig(config, 12.5),
                    top_k=[TimedConfig(config, 12.5)], predicted_us=10.0, measured=True,
                    tuner={"strategy": "exhaustive", "trials": 1, "seconds": 0.1},
-                   env=local_environment().entry_env()), key)
+                   env=local_environment().entry_env("spmm")), key)
     db.save()
     return key
 
@@ -84,7 +84,7 @@ def test_an_entry_the_kernel_no_longer_takes_falls_back_to_the_model(db_dir, gen
     db.put(DBEntry(op="semi24", dtype=f.dtype, features=dict(f.values), best=TimedConfig(dropped, 12.5),
                    top_k=[TimedConfig(dropped, 12.5)], predicted_us=10.0, measured=True,
                    tuner={"strategy": "exhaustive", "trials": 1, "seconds": 0.1},
-                   env=local_environment().entry_env()), key_for(f))
+                   env=local_environment().entry_env("semi24")), key_for(f))
     db.save()
     SELECTOR.reset()
     with pytest.warns(UserWarning, match="ignoring database entry .*Triton 3.6 fails to compile"):

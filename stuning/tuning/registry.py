@@ -76,6 +76,14 @@ def _semi24_problem(f: ProblemFeatures):
     return semi24_kernel.Semi24Problem(v["m"], v["k"], v["n"], TORCH_DTYPES[f.dtype])
 
 
+# The revision of each op's kernels a timing belongs to (the database's ``env.kernel``). Bump it when a
+# kernel change can change which config wins: the entries timed before become seeds, not answers.
+KERNEL_REVISIONS: dict[str, str] = {
+    "spmm": "2",  # 2: sliced-ELL kernel added; partial sums reduced once after the loop
+    "sddmm": "2",  # 2: tiled kernel (dense output tiles from tl.dot) added
+    "semi24": "2",  # 2: 4-bit group masks, transposed product, sizes specialized
+}
+
 FAMILIES: dict[str, KernelFamily] = {
     "spmm": KernelFamily("spmm", spmm_kernel.SpMMConfig, union(spmm_kernel.config_space, spmm_sell_kernel.config_space),
                          spmm_kernel.heuristic, spmm_cost.terms, _spmm_problem, spmm_kernel.repair),
