@@ -27,13 +27,13 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
     mem_us = memory_us(dram, l2, device)
     # One dot per K step on the decompressed tile: dense-equivalent tensor work.
     mma_us = 2.0 * m_pad * k_pad * n_pad / (device.tensor_rate(f.dtype) * 1e-6)
-    # Unpacking positions and rebuilding the dense tile run on CUDA cores, once per N tile:
-    # ~8 ops per dense element (the probes put this, not memory, as the limit at small N).
+    # Rebuilding the dense tile runs on CUDA cores, once per N tile: 7-8 instructions per dense
+    # element in the K loop's sm_90a SASS (scripts/sass_stats.py), the limit at small N.
     select_us = 8.0 * m_pad * k_pad * n_tiles / (device.fp32_tflops * 1e6 / 2)
     compute_us = mma_us + select_us
 
     threads = 32 * cfg.num_warps
-    regs = 32 + cfg.block_m * cfg.block_n // threads + cfg.block_m * cfg.block_k // (2 * threads)
+    regs = 32 + (cfg.block_m * cfg.block_n + cfg.block_m * cfg.block_k) // threads  # accumulator, rebuilt tile
     smem = shared_memory_bytes(cfg, elt)
     launch = launch_shape(m_tiles * n_tiles * split, threads, regs, smem, device)
     # A deeper pipeline hides more latency; one stage hides none.
