@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 # Largest relative Frobenius error ||out - ref|| / ||ref|| accepted for an output of each dtype.
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def dtype_tol_params(dtypes) -> list:
+    """``pytest.param(dtype, tolerance)`` for each dtype, named fp32/fp16/bf16: tests sweep the two together."""
+    return [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in dtypes]
+
+
+# The dtypes every kernel takes, and the 2:4 kernel's (no fp32: it is a tensor-core format).
+ALL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 # ------------------------------------------------------------------------------------ references

@@ -12,11 +12,13 @@ import dataclasses
 import pytest
 import torch
 from naive import (
-    DTYPE_NAMES,
+    ALL_DTYPES,
+    HALF_DTYPES,
     TOL,
     assert_close,
     config_id,
     config_params,
+    dtype_tol_params,
     randn,
     random_24,
     random_sparse,
@@ -37,9 +39,9 @@ from stuning import CSRMatrix, Semi24Matrix, SlicedELLMatrix
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
-DTYPE_TOL_24 = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in (torch.float16, torch.bfloat16)]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
+DTYPE_TOL_24 = dtype_tol_params(HALF_DTYPES)
 SAMPLES = 8
 
 # --------------------------------------------------------------------------------------- SpMM

@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 import torch
 from naive import (
-    DTYPE_NAMES,
+    ALL_DTYPES,
     TOL,
     assert_close,
     config_id,
     config_params,
+    dtype_tol_params,
     randn,
     random_sparse,
     sample_configs,
@@ -24,8 +25,8 @@ from stuning.kernels.sddmm import SDDMMConfig, SDDMMProblem
 import stuning
 from stuning import CSRMatrix
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 # mask M x N, A M x K, B K x N
 M, N, K, MEAN_LEN = 37, 29, 40, 8

@@ -7,7 +7,17 @@ import dataclasses
 
 import pytest
 import torch
-from naive import DTYPE_NAMES, TOL, assert_close, config_id, randn, random_sparse, sample_configs, sddmm_ref
+from naive import (
+    ALL_DTYPES,
+    TOL,
+    assert_close,
+    config_id,
+    dtype_tol_params,
+    randn,
+    random_sparse,
+    sample_configs,
+    sddmm_ref,
+)
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import sddmm_tiled
 from stuning.kernels.sddmm import SDDMMConfig, SDDMMProblem
@@ -24,8 +34,8 @@ from stuning.tuning.features import sddmm_features, synthetic_sddmm_features, ti
 from stuning.tuning.problems import build_problem
 from stuning.tuning.registry import budget_of, family
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 
 def tiled(bm=32, bn=32, bk=16, chunk=32, warps=4, stages=2) -> SDDMMConfig:

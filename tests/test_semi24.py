@@ -6,15 +6,26 @@ import dataclasses
 
 import pytest
 import torch
-from naive import DTYPE_NAMES, TOL, assert_close, config_id, config_params, randn, random_24, sample_configs, semi24_ref
+from naive import (
+    HALF_DTYPES,
+    TOL,
+    assert_close,
+    config_id,
+    config_params,
+    dtype_tol_params,
+    randn,
+    random_24,
+    sample_configs,
+    semi24_ref,
+)
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels.semi24 import Semi24Config, Semi24Problem
 
 import stuning
 from stuning import Semi24Matrix
 
-DTYPES = [torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = HALF_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 # M not a multiple of 16/32/64, K = 264 not a multiple of any BLOCK_K (and room for split-K).
 M, K, N = 40, 264, 24

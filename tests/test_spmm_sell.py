@@ -8,10 +8,11 @@ import dataclasses
 import pytest
 import torch
 from naive import (
-    DTYPE_NAMES,
+    ALL_DTYPES,
     TOL,
     assert_close,
     config_id,
+    dtype_tol_params,
     randn,
     random_sparse,
     sample_configs,
@@ -26,8 +27,8 @@ import stuning
 from stuning import CSRMatrix, SlicedELLMatrix
 from stuning.tuning.registry import family
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 M, K, MEAN_LEN = 37, 45, 9  # 37 rows: the last slice is ragged for every slice height
 SELL = SpMMConfig(rows=4, nnz_step=8, block_n=16, vec=1, swizzle=True, num_warps=1, num_stages=1, kernel="sell")
