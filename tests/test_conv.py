@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from naive import TOL, assert_close, randn
+from naive import TOL, assert_close, captured_graph, randn
 from torch import nn
 
 import stuning.nn.linear as linear_module
@@ -220,15 +220,7 @@ def test_cuda_graph_capture_matches_conv2d_channels_last(fmt, seed):
         dense.weight.copy_(sparse.dense_weight())
     static_x = torch.randn(4, 128, 14, 14, device="cuda", dtype=torch.float16, generator=gen)
     static_x = static_x.to(memory_format=torch.channels_last)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(stream):
-        for _ in range(2):  # warm-up: compiles the kernel and caches its config for N = 4 x 14 x 14
-            sparse(static_x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
-        static_y = sparse(static_x)
+    graph, static_y = captured_graph(sparse, static_x)
     for _ in range(2):
         static_x.copy_(torch.randn(static_x.shape, device="cuda", dtype=torch.float16, generator=gen))
         graph.replay()
