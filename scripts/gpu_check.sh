@@ -34,7 +34,7 @@ phase() {
 run_phase() {
   case $1 in
   tests)
-    phase tests python3 -m pytest -m gpu -q -p no:cacheprovider -x
+    phase tests python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=8 -rf --durations=15
     ;;
   semi24)
     # The rebuilt kernel (current) against mode 1 (its predecessor) and a dense tile, one run.
