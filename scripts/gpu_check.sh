@@ -41,19 +41,19 @@ run_phase() {
     phase semi24-probe env PROBE_MODES=0,1 PROBE_CURRENT=1 PROBE_CONFIGS=16 OUT="$OUT/semi24-probe" \
       python3 scripts/probe_semi24_designs.py
     phase semi24-tune stuning tune --op semi24 --shape 4096x4096,11008x4096,4096x11008 --n 16,128,2048 \
-      --dtype fp16 --strategy model+optuna --seconds 6 --json
+      --dtype fp16 --strategy model+optuna --seconds ${TUNE_SECONDS:-6} --json
     phase semi24-bench sh -c 'stuning bench --suite first-table --ops semi24 --shapes llama7b --dtypes fp16,bf16 \
       --configs auto --out "$PHASE_OUT"'
     ;;
   spmm)
     phase spmm-tune stuning tune --op spmm --shape 4096x4096 --n 16,128 --sparsity 0.9,0.95,0.98 --dtype fp16 \
-      --strategy model+optuna --seconds 6 --json
+      --strategy model+optuna --seconds ${TUNE_SECONDS:-6} --json
     phase spmm-bench sh -c 'stuning bench --suite first-table --ops spmm --shapes 4096x4096 --ns 16,128,2048 \
       --sparsities 90,95,98 --dtypes fp16 --configs auto --out "$PHASE_OUT"'
     ;;
   sddmm)
     phase sddmm-tune stuning tune --op sddmm --shape 4096x4096 --n 64,128 --sparsity 0.8,0.9,0.95,0.98 \
-      --dtype fp16 --strategy model+optuna --seconds 6 --json
+      --dtype fp16 --strategy model+optuna --seconds ${TUNE_SECONDS:-6} --json
     phase sddmm-bench sh -c 'stuning bench --suite full --ops sddmm --shapes attention --ks 64,128 \
       --sparsities 80,90,95,98 --dtypes fp16,bf16 --configs auto --out "$PHASE_OUT"'
     ;;
