@@ -1,18 +1,25 @@
 """SDDMM: for every nonzero (i, j) of a CSR mask, ``out = alpha * A[i, :] @ B[:, j] + beta * mask[i, j]``.
 
-The semantics of ``torch.sparse.sampled_addmm``. Each program takes ``NNZ_BLOCK`` consecutive
-nonzeros (so work is even whatever the row lengths), gathers their rows of A and columns of B
-``BLOCK_K`` at a time and reduces in fp32.
+The semantics of ``torch.sparse.sampled_addmm``. Two kernels, chosen per problem by the config's
+``kernel`` field (the tuner ranks both in one config space):
+
+- ``gather`` (here): each program takes ``NNZ_BLOCK`` consecutive nonzeros (so work is even
+  whatever the row lengths), gathers their rows of A and columns of B ``BLOCK_K`` at a time and
+  reduces in fp32 on CUDA cores. Best when nonzeros are too scattered to share output tiles.
+- ``tiled`` (``sddmm_tiled.py``): dense output tiles of A @ B on tensor cores, kept only at the
+  nonzeros. Best once tiles hold enough nonzeros (attention-like masks, small K).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 import triton
 import triton.language as tl
+from stuning.kernels import sddmm_tiled
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -69,16 +76,49 @@ def _sddmm_kernel(
     tl.store(out_ptr + offs, result.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+KERNELS = ("gather", "tiled")
+_GATHER_ONLY = ("nnz_block", "vec")
+_TILED_ONLY = ("block_m", "block_n", "chunk")
+
+
 @dataclass(frozen=True)
 class SDDMMConfig:
-    nnz_block: int = 64  # nonzeros per program
-    block_k: int = 32  # depth of the dot products consumed per loop step
-    vec: int = 1  # vector width of the loads along K (contiguity hint)
+    """A config of either kernel. The fields a kernel does not use are held at 0, so two configs
+    are equal exactly when they run the same thing; entries written before ``kernel`` existed load
+    as gather configs."""
+
+    nnz_block: int = 64  # gather: nonzeros per program
+    block_k: int = 32  # both: depth of the products consumed per loop step
+    vec: int = 1  # gather: vector width of the loads along K (contiguity hint)
     num_warps: int = 4
     num_stages: int = 2
+    kernel: str = "gather"  # "gather" (per nonzero, CUDA cores) or "tiled" (per output tile, tensor cores)
+    block_m: int = 0  # tiled: rows of an output tile
+    block_n: int = 0  # tiled: columns of an output tile
+    chunk: int = 0  # tiled: nonzeros picked from the tile per step
+
+    def __post_init__(self):
+        if self.kernel not in KERNELS:
+            raise ValueError(f"SDDMMConfig: kernel must be one of {KERNELS}, got {self.kernel!r}")
+        for name in _GATHER_ONLY if self.kernel == "tiled" else _TILED_ONLY:
+            object.__setattr__(self, name, 0)
+        if self.kernel == "tiled" and min(self.block_m, self.block_n, self.chunk) < 1:
+            raise ValueError("SDDMMConfig: the tiled kernel needs block_m, block_n and chunk")
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def tiled_params(self) -> sddmm_tiled.TiledParams:
+        return sddmm_tiled.TiledParams(
+            self.block_m, self.block_n, self.block_k, self.chunk, self.num_warps, self.num_stages
+        )
+
+
+def _tiled_config(p: sddmm_tiled.TiledParams) -> SDDMMConfig:
+    return SDDMMConfig(
+        kernel="tiled", block_m=p.block_m, block_n=p.block_n, block_k=p.block_k, chunk=p.chunk,
+        num_warps=p.num_warps, num_stages=p.num_stages,
+    )
 
 
 @dataclass(frozen=True)
@@ -100,8 +140,14 @@ def sddmm(
     alpha: float,
     beta: float,
     config: SDDMMConfig,
+    tiles: Callable[[int, int, int], object] | None = None,
 ) -> torch.Tensor:
-    """Launch the SDDMM kernel: COO coordinates of the mask (row, col), its values, A and B."""
+    """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B.
+
+    The gather kernel reads ``row_ids`` and ``col``; the tiled one reads ``tiles(block_m, block_n,
+    chunk)``, the mask's ``OutputTiles`` (``stuning.formats.output_tiles``: built and cached by the
+    caller, who owns the mask), asked for only when it runs.
+    """
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"sddmm: A and B must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] != b.shape[0]:
@@ -118,6 +164,13 @@ def sddmm(
     out = torch.empty(nnz, dtype=a.dtype, device=a.device)
     if nnz == 0:
         return out
+    if config.kernel == "tiled":
+        if tiles is None:
+            raise ValueError("sddmm: the tiled kernel needs the mask's output tiles (tiles=)")
+        return sddmm_tiled.sddmm_tiled(
+            tiles(config.block_m, config.block_n, config.chunk), mask_values, a, b, alpha=alpha, beta=beta,
+            block_k=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
+        )
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](
         row_ids,
@@ -155,7 +208,13 @@ _MAX_TILE_PER_THREAD = 128
 
 
 def config_space(problem: SDDMMProblem, budget: DeviceBudget | None = None) -> list[SDDMMConfig]:
+    """Both kernels' configs: the tuner (or its cost model) chooses the kernel with the rest."""
     budget = budget or device_budget()
+    tiled = sddmm_tiled.config_space(problem.m, problem.n, problem.k, problem.dtype, budget)
+    return _gather_space(problem, budget) + [_tiled_config(p) for p in tiled]
+
+
+def _gather_space(problem: SDDMMProblem, budget: DeviceBudget) -> list[SDDMMConfig]:
     k_cap = max(16, triton.next_power_of_2(problem.k))
     out = []
     # Narrower loads than alignment allows were 3.3-7.5x slower in every measured problem: not worth timing.
@@ -176,15 +235,23 @@ def config_space(problem: SDDMMProblem, budget: DeviceBudget | None = None) -> l
 
 
 def heuristic(problem: SDDMMProblem) -> SDDMMConfig:
-    """Cover K in as few steps as the registers allow, 8-wide loads when K is aligned."""
+    """The gather kernel (the one measured on every kind of mask): cover K in as few steps as the
+    registers allow, 8-wide loads when K is aligned."""
     block_k = min(64, max(16, triton.next_power_of_2(problem.k)))
     vec = 8 if problem.k % 8 == 0 else 4 if problem.k % 4 == 0 else 1
     nnz_block = 64 if block_k <= 32 else 32
     return SDDMMConfig(nnz_block=nnz_block, block_k=block_k, vec=min(vec, block_k), num_warps=4)
 
 
+def tiled_heuristic(problem: SDDMMProblem) -> SDDMMConfig:
+    """A representative tiled config (tests, and where the tiled kernel is asked for by name)."""
+    return _tiled_config(sddmm_tiled.heuristic(problem.m, problem.n, problem.k))
+
+
 def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     """The nearest valid config to one tuned for a neighbouring problem."""
+    if config.kernel == "tiled":
+        return _tiled_config(sddmm_tiled.repair(config.tiled_params(), problem.m, problem.n, problem.k))
     block_k = min(config.block_k, max(16, triton.next_power_of_2(problem.k)))
     vec = config.vec
     while vec > 1 and (problem.k % vec or vec > block_k):

@@ -1,10 +1,12 @@
-"""2:4 semi-structured SpMM: ``Y = W @ X`` with W (M x K) stored as 2:4 values + 2-bit positions.
+"""2:4 semi-structured SpMM: ``Y = W @ X`` with W (M x K) stored as 2:4 values + 4-bit group masks.
 
-Triton has no sparse tensor-core instruction, so W is decompressed on chip. Rather than building the
-dense (BLOCK_M, BLOCK_K) tile (reshapes and joins), W is split by position in the group: ``W_t`` is
-the (BLOCK_M, BLOCK_K/4) matrix of the entries that sit at position t of their group, made by
-element-wise selects, and it multiplies the rows t, t+4, t+8, ... of X. Four ``tl.dot``s per K
-step, no data movement between lanes.
+Triton has no sparse tensor-core instruction, so W is decompressed on chip ("load as sparse, compute
+as dense"): each K step loads the (BLOCK_M, BLOCK_K/4) value pairs of W as int32 words and the
+(BLOCK_M, BLOCK_K/32) mask words behind them, rebuilds every group of four columns as two int32
+words by bit tests and 16-bit shifts of its pair (no compares, no per-element selects), and feeds
+one ``tl.dot``. The product is computed transposed, ``Y^T = X^T W^T``: the rebuilt tile is the
+dot's shared-memory operand, so on Hopper the warpgroup MMA runs asynchronously instead of waiting
+after every instruction for a register operand (checked in the sm_90a SASS; BENCHMARKS.md, section 7).
 """
 
 from __future__ import annotations
@@ -18,20 +20,41 @@ import triton.language as tl
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-VALUES_PER_META_WORD = 16  # the layout of stuning.formats.Semi24Matrix
+GROUPS_PER_MASK_WORD = 8  # the layout of stuning.formats.Semi24Matrix
 
 
 @triton.jit
-def _select_position(p0, p1, v0, v1, T: tl.constexpr):
-    return tl.where(p0 == T, v0, tl.where(p1 == T, v1, tl.zeros_like(v0)))
+def _split_fields(x, BITS: tl.constexpr):
+    """(R, C) ints of two BITS-wide fields each -> (R, 2C), low field first."""
+    mask: tl.constexpr = (1 << BITS) - 1
+    return tl.reshape(tl.join(x & mask, (x >> BITS) & mask), (x.shape[0], 2 * x.shape[1]))
 
 
-@triton.jit(do_not_specialize=["M", "N", "K"])
+@triton.jit
+def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DTYPE: tl.constexpr):
+    """The dense (BLOCK_M, BLOCK_K) tile of W from its kept pairs (int32: first value in the low
+    half) and its mask words. Exactly two mask bits are set per group, so a pair lands in columns
+    (0, 1) as it is, splits across (0 | 1, 2 | 3) by halves, or lands in (2, 3) as it is."""
+    b = _split_fields(_split_fields(_split_fields(words, 16), 8), 4)
+    zero = tl.zeros_like(pairs)
+    lo = tl.where((b & 1) != 0, tl.where((b & 2) != 0, pairs, pairs & 0xFFFF),
+                  tl.where((b & 2) != 0, pairs << 16, zero))
+    hi = tl.where((b & 8) != 0, tl.where((b & 4) != 0, pairs, pairs & -65536),
+                  tl.where((b & 4) != 0, (pairs >> 16) & 0xFFFF, zero))
+    w0 = lo.to(tl.int16).to(DTYPE, bitcast=True)
+    w1 = (lo >> 16).to(tl.int16).to(DTYPE, bitcast=True)
+    w2 = hi.to(tl.int16).to(DTYPE, bitcast=True)
+    w3 = (hi >> 16).to(tl.int16).to(DTYPE, bitcast=True)
+    # join(join(w0, w2), join(w1, w3)) puts w_t at column 4g + t after the reshape.
+    return tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK_M, BLOCK_K))
+
+
+@triton.jit
 def _semi24_kernel(
-    # W: values (M, K/2) and packed positions (M, ceil(K/32)) int32
+    # W: values (M, K/2), read as int32 pairs, and 4-bit group masks (M, ceil(K/32)) int32
     val_ptr,
-    meta_ptr,
-    # X (K x N) and Y (M x N), or fp32 partial sums (SPLIT_K, M, N)
+    mask_ptr,
+    # X (K x N) and Y (M x N); with SPLIT_K > 1, Y is an fp32 buffer the splits add into
     x_ptr,
     y_ptr,
     M,
@@ -41,7 +64,6 @@ def _semi24_kernel(
     stride_mm,
     stride_xk,
     stride_xn,
-    stride_ys,
     stride_ym,
     stride_yn,
     # template parameters
@@ -50,9 +72,11 @@ def _semi24_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
     GROUPS: tl.constexpr = BLOCK_K // 4
+    WORDS: tl.constexpr = BLOCK_K // 32
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     # Grouped ordering (Triton's matmul tutorial): GROUP_M row tiles share the X tiles in L2.
@@ -65,51 +89,60 @@ def _semi24_kernel(
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
 
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_ok = offs_m < M
     n_ok = offs_n < N
-    n_groups = tl.cdiv(K, 4)
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    n_groups = tl.cdiv(K, 4)  # stored per row: K is padded to whole groups
+    groups = pid_k * GROUPS + tl.arange(0, GROUPS)
+    words = pid_k * WORDS + tl.arange(0, WORDS)
+    rows = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    # Pointers advance by a constant per step: recomputing 64-bit addresses each step cost more
+    # instructions than the masks they feed.
+    pair_base = val_ptr.to(tl.pointer_type(tl.int32))
+    pair_ptrs = pair_base + offs_m[:, None].to(tl.int64) * (stride_vm // 2) + groups[None, :]
+    mask_ptrs = mask_ptr + offs_m[:, None].to(tl.int64) * stride_mm + words[None, :]
+    xt_ptrs = x_ptr + rows[None, :].to(tl.int64) * stride_xk + offs_n[:, None] * stride_xn
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)  # Y^T
     for kt in range(pid_k, tl.cdiv(K, BLOCK_K), SPLIT_K):
-        g = kt * GROUPS + tl.arange(0, GROUPS)
-        g_ok = g < n_groups
-        w_ok = m_ok[:, None] & g_ok[None, :]
-        v_ptrs = val_ptr + offs_m[:, None] * stride_vm + 2 * g[None, :]
-        v0 = tl.load(v_ptrs, mask=w_ok, other=0.0)
-        v1 = tl.load(v_ptrs + 1, mask=w_ok, other=0.0)
-        word = tl.load(meta_ptr + offs_m[:, None] * stride_mm + g[None, :] // 8, mask=w_ok, other=0)
-        shift = (g[None, :] % 8) * 4
-        p0 = (word >> shift) & 3
-        p1 = (word >> (shift + 2)) & 3
+        if EVEN_K:
+            # K masks only on a ragged last tile: masks along the contiguous axis stop vector loads.
+            pairs = tl.load(pair_ptrs, mask=m_ok[:, None], other=0)
+            mwords = tl.load(mask_ptrs, mask=m_ok[:, None], other=0)
+            xt = tl.load(xt_ptrs, mask=n_ok[:, None], other=0.0)
+        else:
+            g = kt * GROUPS + tl.arange(0, GROUPS)
+            wd = kt * WORDS + tl.arange(0, WORDS)
+            r = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+            pairs = tl.load(pair_ptrs, mask=m_ok[:, None] & (g < n_groups)[None, :], other=0)
+            mwords = tl.load(mask_ptrs, mask=m_ok[:, None] & (wd < tl.cdiv(n_groups, 8))[None, :], other=0)
+            xt = tl.load(xt_ptrs, mask=n_ok[:, None] & (r < K)[None, :], other=0.0)
+        w = _rebuild_groups(pairs, mwords, BLOCK_M, BLOCK_K, val_ptr.dtype.element_ty)
         if UPCAST:
-            # The interpreter's bf16 dot is wrong: compute in fp32 there.
-            v0 = v0.to(tl.float32)
-            v1 = v1.to(tl.float32)
-        for t in tl.static_range(4):
-            w_t = _select_position(p0, p1, v0, v1, t)
-            rows = 4 * g + t
-            x = tl.load(
-                x_ptr + rows[:, None].to(tl.int64) * stride_xk + offs_n[None, :] * stride_xn,
-                mask=(rows < K)[:, None] & n_ok[None, :],
-                other=0.0,
-            )
-            if UPCAST:
-                x = x.to(tl.float32)
-            acc = tl.dot(w_t, x, acc)
+            # The interpreter's bf16 arithmetic and dot are wrong: compute in fp32 there.
+            w = w.to(tl.float32)
+            xt = xt.to(tl.float32)
+        acc = tl.dot(xt, tl.trans(w), acc)
+        pair_ptrs += SPLIT_K * GROUPS
+        mask_ptrs += SPLIT_K * WORDS
+        xt_ptrs += SPLIT_K * BLOCK_K * stride_xk
 
-    y_ptrs = y_ptr + pid_k * stride_ys + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    y_ptrs = y_ptr + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None] * stride_yn
+    y_ok = m_ok[None, :] & n_ok[:, None]
+    if SPLIT_K > 1:
+        # Adding into one fp32 buffer saves the launch that would reduce per-split partials.
+        tl.atomic_add(y_ptrs, acc, mask=y_ok, sem="relaxed")
+    else:
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_ok)
 
 
 @dataclass(frozen=True)
 class Semi24Config:
     block_m: int = 64
     block_n: int = 64
-    block_k: int = 64  # dense columns of W per step (BLOCK_K / 4 per tl.dot)
+    block_k: int = 64  # dense columns of W per step, decompressed into one tl.dot
     group_m: int = 8
-    split_k: int = 1  # >1: partial sums in fp32, reduced afterwards
+    split_k: int = 1  # >1: K split across programs that add into an fp32 buffer
     num_warps: int = 4
     num_stages: int = 3
 
@@ -127,7 +160,7 @@ class Semi24Problem:
 
 def semi24_mm(
     values: torch.Tensor,
-    meta: torch.Tensor,
+    masks: torch.Tensor,
     x: torch.Tensor,
     *,
     k: int,
@@ -140,72 +173,91 @@ def semi24_mm(
         raise TypeError(f"semi24_mm: dtype {values.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
     if x.dtype != values.dtype:
         raise TypeError(f"semi24_mm: W is {values.dtype} but X is {x.dtype}; they must match")
-    if x.device != values.device or meta.device != values.device:
+    if x.device != values.device or masks.device != values.device:
         raise ValueError(f"semi24_mm: W is on {values.device} but X is on {x.device}")
     check_device(x.device, "semi24_mm input")
     if x.shape[0] != k:
         raise ValueError(f"semi24_mm: W has K = {k} columns but X has {x.shape[0]} rows")
-    if values.stride(1) != 1 or meta.stride(1) != 1:
-        raise ValueError("semi24_mm: the values and metadata of W must be contiguous along K")
     m, n = values.shape[0], x.shape[1]
     if m == 0 or n == 0 or k == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
+    if values.stride(1) != 1 or masks.stride(1) != 1:
+        raise ValueError("semi24_mm: the values and masks of W must be contiguous along K")
+    if values.stride(0) % 2 or values.data_ptr() % 4:
+        # The kernel reads each group's two values as one int32.
+        raise ValueError("semi24_mm: the values of W must start and have rows on 4-byte boundaries")
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
     if split_k > 1:
-        y = torch.empty((split_k, m, n), dtype=torch.float32, device=x.device)
+        y = torch.zeros((m, n), dtype=torch.float32, device=x.device)
     else:
-        y = torch.empty((1, m, n), dtype=x.dtype, device=x.device)
+        y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), split_k)
     _semi24_kernel[grid](
         values,
-        meta,
+        masks,
         x,
         y,
         m,
         n,
         k,
         values.stride(0),
-        meta.stride(0),
+        masks.stride(0),
         x.stride(0),
         x.stride(1),
         y.stride(0),
         y.stride(1),
-        y.stride(2),
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
         GROUP_M=config.group_m,
         SPLIT_K=split_k,
+        EVEN_K=k % config.block_k == 0,
         UPCAST=interpreting(),
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
-    return y.sum(0).to(x.dtype) if split_k > 1 else y[0]
+    return y.to(x.dtype) if split_k > 1 else y
 
 
 # ------------------------------------------------------------------------------ config space
-# tl.dot needs every dimension >= 16 on the GPU (the interpreter would accept less), so BLOCK_K,
-# which feeds BLOCK_K / 4 to each dot, starts at 64.
+# BLOCK_K starts at 64: two mask words per row and step, and a dot deep enough for the MMA.
 _BLOCK_MS = (32, 64, 128, 256)
 _BLOCK_NS = (16, 32, 64, 128, 256)
 _BLOCK_KS = (64, 128, 256)
 _GROUP_MS = (1, 8)
 _SPLIT_KS = (1, 2, 4, 8)
 _WARPS = (4, 8)
-# Three stages never won on the H100 (best-with-3 / best-overall <= 0.98 over 6 problems); 2 and 4 did.
-_STAGES = (2, 4)
+# With the decompress-to-one-dot kernel 2, 3 and 4 stages each won somewhere on the H200.
+_STAGES = (2, 3, 4)
 # N tiles narrower than 64 were 1.8-9x slower wherever a wider one fits (X is re-read per M tile).
 _MIN_WIDE_BLOCK_N = 64
 
 
 def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
-    """Pipelined tiles in shared memory: values, metadata and X, once per stage."""
+    """Pipelined tiles in shared memory (value pairs, masks and X, once per stage) and the
+    decompressed W tile handed to the dot."""
     per_stage = (
         config.block_m * config.block_k // 2 * elem_size
         + config.block_m * config.block_k // 32 * 4
         + config.block_k * config.block_n * elem_size
     )
-    return per_stage * config.num_stages
+    return per_stage * config.num_stages + config.block_m * config.block_k * elem_size
+
+
+def why_excluded(config: Semi24Config, elem_size: int, budget: DeviceBudget) -> str | None:
+    """Why a config is outside the space whatever the problem (None: it is in): what spills, what
+    the compiler rejects, what starves the warps, what does not fit in shared memory."""
+    bm, bn, bk, warps = config.block_m, config.block_n, config.block_k, config.num_warps
+    threads = 32 * warps
+    if bm * bn // threads > 128 or (bm * bk + bm * bn) // threads > 160:
+        return "the accumulator plus the rebuilt W tile exceed ~160 registers a thread (spills in sm_90a SASS)"
+    if bm // warps == 32 and bn >= 64:
+        return "Triton 3.6 fails to compile it (Illegal shared layout in TritonGPUOptimizeDotOperands)"
+    if bm * bn < 16 * threads // 4:
+        return "too little work to feed the warps' MMA tiles"
+    if shared_memory_bytes(config, elem_size) > budget.shared_mem_per_block:
+        return f"needs {shared_memory_bytes(config, elem_size)} bytes of shared memory"
+    return None
 
 
 def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> list[Semi24Config]:
@@ -222,39 +274,38 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
             continue
         if sk > 1 and (sk * bk > problem.k or problem.n > 256):
             continue  # every split needs a K tile; wide X already fills the SMs without splitting
-        threads = 32 * warps
-        if bm * bn // threads > 128:
-            continue  # fp32 accumulator beyond 128 registers a thread spills
-        if bm * bn < 16 * threads // 4:
-            continue  # too little work to feed the warps' MMA tiles
         cfg = Semi24Config(bm, bn, bk, gm, sk, warps, stages)
-        if shared_memory_bytes(cfg, elem) > budget.shared_mem_per_block:
-            continue
-        out.append(cfg)
+        if why_excluded(cfg, elem, budget) is None:
+            out.append(cfg)
     return out
 
 
 def heuristic(problem: Semi24Problem) -> Semi24Config:
-    """Skinny X (decode): narrow N tiles and split-K to fill the SMs; wide X: square tiles."""
+    """Skinny X (decode): short M tiles and split-K to fill the SMs; wide X: wide N tiles.
+    (The H200 probe's winners on the Llama-7B shapes.)"""
     n = problem.n
     if n <= 32:
-        block_n = 16 if n <= 16 else 32
-        tiles = triton.cdiv(problem.m, 64)
+        tiles = triton.cdiv(problem.m, 32)
         split_k = 1
-        while tiles * split_k < 132 and split_k < 8 and problem.k >= 2 * split_k * 256:
+        while tiles * split_k < 3 * 132 and split_k < 8 and problem.k >= 4 * split_k * 128:
             split_k *= 2
-        return Semi24Config(64, block_n, 256, 8, split_k, 4, 4)
+        return Semi24Config(32, 16 if n <= 16 else 32, 128, 8, split_k, 4, 3)
     if n <= 128:
-        return Semi24Config(64, 64, 128, 8, 1, 4, 4)
-    return Semi24Config(128, 128, 64, 8, 1, 8, 3)
+        return Semi24Config(64, 128 if n > 64 else 64, 128, 8, 1, 8, 4)
+    return Semi24Config(64, 256, 64, 8, 1, 8, 3)
 
 
 def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
-    """The nearest valid config to one tuned for a neighbouring problem."""
+    """The nearest valid config to one tuned for a neighbouring problem. Raises ``ValueError`` for
+    a config the kernel no longer takes (a database entry tuned for an earlier version of it)."""
     block_m = min(config.block_m, max(16, triton.next_power_of_2(problem.m)))
     block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
     block_k = min(config.block_k, max(64, triton.next_power_of_2(problem.k)))
     split_k = config.split_k
     while split_k > 1 and split_k * block_k > problem.k:
         split_k //= 2
-    return Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages)
+    out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages)
+    why = why_excluded(out, torch.tensor([], dtype=problem.dtype).element_size(), device_budget())
+    if why is not None:
+        raise ValueError(f"2:4 config {out} is not in the kernel's config space: {why}")
+    return out

@@ -10,7 +10,7 @@ program have similar lengths and the longest start first.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import triton
@@ -18,6 +18,7 @@ import triton.language as tl
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+KERNELS = ("csr", "sell")
 
 
 @triton.jit(do_not_specialize=["M", "N"])
@@ -66,7 +67,10 @@ def _spmm_kernel(
     offs_n = tl.max_contiguous(tl.multiple_of(offs_n, VEC), VEC)
     n_ok = offs_n < N
 
-    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    # Partial sums per (row, step slot): the reduction over the step axis crosses threads
+    # (shuffles and shared memory; half the loop's instructions in sm_90a SASS when it ran every
+    # step), so it runs once after the loop.
+    acc = tl.zeros((ROWS, NNZ_STEP, BLOCK_N), dtype=tl.float32)
     for step in range(0, max_len, NNZ_STEP):
         offs_k = step + tl.arange(0, NNZ_STEP)
         k_ok = offs_k[None, :] < length[:, None]
@@ -79,10 +83,10 @@ def _spmm_kernel(
             b = tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
         else:
             b = tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
-        acc += tl.sum(vals[:, :, None] * b.to(tl.float32), axis=1)
+        acc += vals[:, :, None] * b.to(tl.float32)
 
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+    tl.store(y_ptrs, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,14 @@ class SpMMConfig:
     swizzle: bool = False  # visit rows longest first instead of in order
     num_warps: int = 4
     num_stages: int = 2
+    # Which kernel runs it: "csr" (this file) or "sell" (spmm_sell.py: A in sliced ELL, ``rows`` the
+    # slice height, ``nnz_step`` the unit slices are padded to, ``swizzle`` slices of sorted rows).
+    # Last, with a default, so configs stored before it existed still load (as CSR configs).
+    kernel: str = "csr"
+
+    def __post_init__(self):
+        if self.kernel not in KERNELS:
+            raise ValueError(f"SpMMConfig: unknown kernel {self.kernel!r}; use one of {KERNELS}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -122,22 +134,12 @@ def spmm(
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch the SpMM kernel on CSR arrays (already validated as a CSR matrix) and dense ``b``."""
-    if b.dim() != 2:
-        raise ValueError(f"spmm: B must be 2-D, got shape {tuple(b.shape)}")
-    if values.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"spmm: dtype {values.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
-    if b.dtype != values.dtype:
-        raise TypeError(f"spmm: A is {values.dtype} but B is {b.dtype}; they must match")
-    if values.device != b.device:
-        raise ValueError(f"spmm: A is on {values.device} but B is on {b.device}")
-    check_device(b.device, "spmm input")
+    if config.kernel != "csr":
+        raise ValueError(f"spmm: config.kernel is {config.kernel!r}; this launcher runs 'csr' configs")
     if crow.numel() != m + 1:
         raise ValueError(f"spmm: crow has {crow.numel()} entries for M = {m}")
+    out = check_b_and_out("spmm", values, b, m, out)
     n = b.shape[1]
-    if out is None:
-        out = torch.empty((m, n), dtype=b.dtype, device=b.device)
-    elif out.shape != (m, n) or out.dtype != b.dtype or out.device != b.device:
-        raise ValueError(f"spmm: out must be {b.dtype} ({m}, {n}) on {b.device}")
     if m == 0 or n == 0:
         return out
     if b.shape[0] == 0 or col.numel() == 0:
@@ -171,6 +173,25 @@ def spmm(
     return out
 
 
+def check_b_and_out(what: str, values: torch.Tensor, b: torch.Tensor, m: int, out: torch.Tensor | None) -> torch.Tensor:
+    """Check B against A's values (shared by the SpMM launchers); return ``out``, allocated if None."""
+    if b.dim() != 2:
+        raise ValueError(f"{what}: B must be 2-D, got shape {tuple(b.shape)}")
+    if values.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{what}: dtype {values.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
+    if b.dtype != values.dtype:
+        raise TypeError(f"{what}: A is {values.dtype} but B is {b.dtype}; they must match")
+    if values.device != b.device:
+        raise ValueError(f"{what}: A is on {values.device} but B is on {b.device}")
+    check_device(b.device, f"{what} input")
+    n = b.shape[1]
+    if out is None:
+        return torch.empty((m, n), dtype=b.dtype, device=b.device)
+    if out.shape != (m, n) or out.dtype != b.dtype or out.device != b.device:
+        raise ValueError(f"{what}: out must be {b.dtype} ({m}, {n}) on {b.device}")
+    return out
+
+
 # ------------------------------------------------------------------------------ config space
 _ROWS = (1, 2, 4, 8, 16)
 _NNZ_STEPS = (8, 16, 32)
@@ -185,7 +206,14 @@ _MAX_TILE_PER_THREAD = 128
 
 
 def config_space(problem: SpMMProblem, budget: DeviceBudget | None = None) -> list[SpMMConfig]:
-    """Every config worth compiling for the problem on the device."""
+    """Every CSR config worth compiling for the problem on the device (``stuning.kernels.spmm_sell``
+    has the sliced-ELL ones; the tuner's "spmm" family is the union)."""
+    return tile_configs(problem, budget, _ROWS, "csr")
+
+
+def tile_configs(problem: SpMMProblem, budget: DeviceBudget | None, row_options: tuple, kernel: str
+                 ) -> list[SpMMConfig]:
+    """The configs of a (rows, nnz_step, block_n) gather tile that fit the device, for either kernel."""
     budget = budget or device_budget()
     n_cap = max(16, triton.next_power_of_2(problem.n))
     # The shortest step stays in even when rows average under 2 nonzeros (pruned pointwise convs).
@@ -194,20 +222,20 @@ def config_space(problem: SpMMProblem, budget: DeviceBudget | None = None) -> li
     # Narrower loads than alignment allows were 1.6-5x slower in every measured problem: not worth timing.
     vec = next(v for v in _VECS if problem.n % v == 0)
     for rows, step, bn, warps, stages, swz in itertools.product(
-        _ROWS, _NNZ_STEPS, _BLOCK_NS, _WARPS, _STAGES, (False, True)
+        row_options, _NNZ_STEPS, _BLOCK_NS, _WARPS, _STAGES, (False, True)
     ):
         threads = 32 * warps
         if bn > n_cap or rows > max(1, triton.next_power_of_2(problem.m)):
             continue
         if step > max_row_len_cap:
-            continue  # steps far longer than the average row only load masked zeros
+            continue  # steps far longer than the average row only load masked zeros (or padding)
         tile = rows * step * bn
         if tile // threads > _MAX_TILE_PER_THREAD or tile < threads:
             continue
-        regs_per_thread = 32 + (tile + rows * bn) // threads  # estimate: tile, accumulator, addresses
+        regs_per_thread = 32 + 2 * tile // threads  # estimate: gathered tile, accumulator of its shape, addresses
         if regs_per_thread > 255 or regs_per_thread * threads > budget.registers_per_sm:
             continue
-        out.append(SpMMConfig(rows, step, bn, vec, swz, warps, stages))
+        out.append(SpMMConfig(rows, step, bn, vec, swz, warps, stages, kernel))
     return out
 
 
@@ -225,10 +253,11 @@ def heuristic(problem: SpMMProblem) -> SpMMConfig:
 
 
 def repair(config: SpMMConfig, problem: SpMMProblem) -> SpMMConfig:
-    """The nearest valid config to one tuned for a neighbouring problem (other N, other rows)."""
+    """The nearest valid config to one tuned for a neighbouring problem (other N, other rows), of
+    the same kernel."""
     block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
     vec = config.vec
     while vec > 1 and (problem.n % vec or vec > block_n):
         vec //= 2
     rows = min(config.rows, max(1, triton.next_power_of_2(problem.m)))
-    return SpMMConfig(rows, config.nnz_step, block_n, vec, config.swizzle, config.num_warps, config.num_stages)
+    return replace(config, rows=rows, block_n=block_n, vec=vec)

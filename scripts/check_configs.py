@@ -15,6 +15,7 @@ import torch
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_sell as sell_kernel
 
 import stuning
 from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
@@ -48,7 +49,8 @@ def main():
             dense = magnitude_prune(w, 0.9)
             a = CSRMatrix.from_dense(dense, pad_to=4)
             ref = dense.double() @ x.double()
-            space = spmm_kernel.config_space(spmm_problem(a, x))
+            problem = spmm_problem(a, x)
+            space = spmm_kernel.config_space(problem) + sell_kernel.config_space(problem)  # CSR and sliced ELL
             for cfg in rng.sample(space, min(args.samples, len(space))) + [None]:
                 runs += 1
                 try:

@@ -278,6 +278,19 @@ def configs(n, rng, count):
     return space[:count]
 
 
+def position_words(sm):
+    """The probe's metadata layout (stuning 0.1's): each kept value's 2-bit position, 16 per int32."""
+    import torch
+
+    pos = sm.positions()
+    m, c = pos.shape
+    words = (c + 15) // 16
+    padded = torch.zeros(m, 16 * words, dtype=torch.int64, device=pos.device)
+    padded[:, :c] = pos
+    packed = (padded.reshape(m, words, 16) << (2 * torch.arange(16, device=pos.device))).sum(-1)
+    return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)
+
+
 def _compile_share(args):
     import torch
 
@@ -294,7 +307,7 @@ def _compile_share(args):
             cache[n] = (sm.to_dense(), sm, torch.randn(4096, n, device="cuda", dtype=torch.float16))
         wd, sm, x = cache[n]
         try:
-            launch(mode, wd if mode == 0 else sm.values, sm.meta, x, 4096, 4096, cfg)
+            launch(mode, wd if mode == 0 else sm.values, position_words(sm), x, 4096, 4096, cfg)
             done += 1
         except Exception:
             pass
@@ -338,6 +351,7 @@ def main():
         w = torch.randn(m, k, device=dev, dtype=dt)
         sm = Semi24Matrix.from_dense(w, prune=True)
         wd = sm.to_dense()
+        meta = position_words(sm)
         x = torch.randn(k, n, device=dev, dtype=dt)
         ref = wd.double() @ x.double()
         scale = ref.abs().max().item()
@@ -351,7 +365,7 @@ def main():
             for cfg in cand:
                 try:
                     a = wd if mode == 0 else sm.values
-                    fn = functools.partial(launch, mode, a, sm.meta, x, m, k, cfg)
+                    fn = functools.partial(launch, mode, a, meta, x, m, k, cfg)
                     err = (fn().double() - ref).abs().max().item() / scale
                     if err > 1e-2:
                         print("WRONG", mode, cfg, err, flush=True)
@@ -371,7 +385,7 @@ def main():
             rng.shuffle(space)
             bestc = (float("inf"), None)
             for c in space[:count]:
-                fn = functools.partial(semi24_mm, sm.values, sm.meta, x, k=k, config=c)
+                fn = functools.partial(semi24_mm, sm.values, sm.masks, x, k=k, config=c)
                 t, _ = bench_us(fn, warmup_ms=5, rep_ms=30)
                 bestc = min(bestc, (t, str(c)), key=lambda z: z[0])
             res["current"] = bestc

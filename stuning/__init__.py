@@ -11,10 +11,11 @@ if "TRITON_INTERPRET" not in _os.environ:
         _os.environ["TRITON_INTERPRET"] = "1"
 
 from stuning import nn  # noqa: E402
-from stuning.formats import CSRMatrix, RowStats, Semi24Matrix, magnitude_prune  # noqa: E402
+from stuning.formats import CSRMatrix, RowStats, Semi24Matrix, SlicedELLMatrix, magnitude_prune  # noqa: E402
 from stuning.nn import pretune, sparsify  # noqa: E402
 from stuning.ops import sddmm, semi24_mm, spmm  # noqa: E402
 
-__version__ = "0.1.0"
-__all__ = ["CSRMatrix", "RowStats", "Semi24Matrix", "magnitude_prune", "spmm", "sddmm", "semi24_mm", "__version__"]
+__version__ = "0.2.0.dev0"
+__all__ = ["CSRMatrix", "RowStats", "Semi24Matrix", "SlicedELLMatrix", "magnitude_prune", "spmm", "sddmm", "semi24_mm"]
+__all__ += ["__version__"]
 __all__ += ["nn", "sparsify", "pretune"]

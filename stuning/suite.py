@@ -172,6 +172,21 @@ def _in(value, allowed, conv=lambda v: v) -> bool:
     return allowed is None or any(abs(conv(a) - value) < 1e-9 for a in allowed)
 
 
+def _dtypes_in(names: tuple[str, ...], allowed) -> list[str]:
+    """The suite's dtypes ``names`` that the ``allowed`` filter (torch dtypes or names) keeps."""
+    if allowed is None:
+        return list(names)
+    wanted = {_dtype_name(d) for d in allowed}
+    return [n for n in names if n in wanted]
+
+
+def _weight_products(shapes, ns) -> list[tuple[int, int, int]]:
+    """(m, k, n) over the weight shapes x N that the filters keep, in suite order."""
+    sel = resolve_shapes(shapes)
+    return [(m, k, n) for (m, k) in _weight_shapes() if _shape_ok(sel, "weight", (m, k)) for n in ALL_NS
+            if _in(n, ns, int)]
+
+
 def _pick(cases: list, limit: int | None, sample: int | None, seed: int) -> list:
     if sample is not None and sample < len(cases):
         keep = sorted(random.Random(seed).sample(range(len(cases)), sample))
@@ -196,20 +211,14 @@ def spmm_suite(
     seed: int = 0,
 ) -> list[SpMMCase]:
     """Weight shapes x N x sparsity x row skew x dtype (filters: None keeps all)."""
-    sel = resolve_shapes(shapes)
-    dts = [_dtype_name(d) for d in dtypes] if dtypes is not None else None
     cases = [
         SpMMCase(m, k, n, s, cv, dt)
-        for (m, k) in _weight_shapes()
-        if _shape_ok(sel, "weight", (m, k))
-        for n in ALL_NS
-        if ns is None or n in {int(x) for x in ns}
+        for (m, k, n) in _weight_products(shapes, ns)
         for s in SPARSITIES
         if _in(s, sparsities, _fraction)
         for cv in SKEWS
         if _in(cv, skews, float)
-        for dt in SPMM_DTYPES
-        if dts is None or dt in dts
+        for dt in _dtypes_in(SPMM_DTYPES, dtypes)
     ]
     return _pick(cases, limit, sample, seed)
 
@@ -228,7 +237,6 @@ def sddmm_suite(
     """Attention masks (L x L, K in ATTENTION_KS) and weight-gradient masks (weight shapes, K in
     WGRAD_KS), x sparsity x dtype. ``ks`` filters the inner dimension K."""
     sel = resolve_shapes(shapes)
-    dts = [_dtype_name(d) for d in dtypes] if dtypes is not None else None
     problems = [("attention", (L, L), K) for L in ATTENTION_LS for K in ATTENTION_KS]
     problems += [("wgrad", sh, K) for sh in _weight_shapes() for K in WGRAD_KS]
     cases = [
@@ -239,8 +247,7 @@ def sddmm_suite(
         and (families is None or fam in families)
         for s in SPARSITIES
         if _in(s, sparsities, _fraction)
-        for dt in SDDMM_DTYPES
-        if dts is None or dt in dts
+        for dt in _dtypes_in(SDDMM_DTYPES, dtypes)
     ]
     return _pick(cases, limit, sample, seed)
 
@@ -255,17 +262,8 @@ def semi24_suite(
     seed: int = 0,
 ) -> list[Semi24Case]:
     """Weight shapes x N x dtype (fp16/bf16). Sparsity and skew filters do not apply (2:4 is 50%)."""
-    sel = resolve_shapes(shapes)
-    dts = [_dtype_name(d) for d in dtypes] if dtypes is not None else None
-    cases = [
-        Semi24Case(m, k, n, dt)
-        for (m, k) in _weight_shapes()
-        if _shape_ok(sel, "weight", (m, k))
-        for n in ALL_NS
-        if ns is None or n in {int(x) for x in ns}
-        for dt in SEMI24_DTYPES
-        if dts is None or dt in dts
-    ]
+    cases = [Semi24Case(m, k, n, dt) for (m, k, n) in _weight_products(shapes, ns)
+             for dt in _dtypes_in(SEMI24_DTYPES, dtypes)]
     return _pick(cases, limit, sample, seed)
 
 

@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 # Largest relative Frobenius error ||out - ref|| / ||ref|| accepted for an output of each dtype.
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def dtype_tol_params(dtypes) -> list:
+    """``pytest.param(dtype, tolerance)`` for each dtype, named fp32/fp16/bf16: tests sweep the two together."""
+    return [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in dtypes]
+
+
+# The dtypes every kernel takes, and the 2:4 kernel's (no fp32: it is a tensor-core format).
+ALL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 # ------------------------------------------------------------------------------------ references
@@ -212,6 +223,7 @@ _SHORT = {
     "block_m": "bm",
     "group_m": "g",
     "split_k": "sk",
+    "chunk": "ch",
 }
 
 
@@ -232,7 +244,12 @@ def config_id(config) -> str:
     if config is None:
         return "default"
     fields = config if isinstance(config, dict) else config.as_dict()
-    return "-".join(f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items())
+    # A kernel name stands first (``sell-r4-...``, ``tiled-...``); the default CSR kernel is left out.
+    names = [v for k, v in fields.items() if isinstance(v, str) and not (k == "kernel" and v == "csr")]
+    # A field held at 0 is one the config's kernel does not use.
+    numbers = [f"{_SHORT.get(k, k)}{int(v)}" for k, v in fields.items() if not isinstance(v, str) and
+               (type(v) is not int or v != 0)]
+    return "-".join(names + numbers)
 
 
 def captured_graph(module, static_x: torch.Tensor):
@@ -249,4 +266,3 @@ def captured_graph(module, static_x: torch.Tensor):
     with torch.no_grad(), torch.cuda.graph(graph):
         static_y = module(static_x)
     return graph, static_y
-

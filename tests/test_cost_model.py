@@ -131,3 +131,28 @@ def test_incremental_refit_on_few_trials_keeps_what_was_learned():
     scratch = CostModel(H100)
     scratch.fit("spmm", samples[:5])
     assert penalty(scratch) < penalty(model)
+
+
+def test_sell_terms_see_padding_sorting_and_narrow_indices():
+    model = CostModel(H100)
+    sell = family("spmm").default(_features("spmm"))
+    sell = dataclasses.replace(sell, kernel="sell", rows=32, nnz_step=8, block_n=16, vec=4, num_warps=4)
+    skewed = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16", row_cv=0.5)
+    on = model.predict_us(skewed, dataclasses.replace(sell, swizzle=True))
+    off = model.predict_us(skewed, dataclasses.replace(sell, swizzle=False))
+    assert on < off  # unsorted slices of skewed rows are mostly padding
+    # Even rows: no imbalance for either kernel, and SELL's 2-byte indices read less than CSR's 4.
+    even = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16", row_cv=0.0)
+    t_sell = model.terms(even, sell)
+    t_csr = model.terms(even, dataclasses.replace(sell, kernel="csr", rows=8))
+    assert t_sell.imbalance == 1.0 and t_sell.mem_us < t_csr.mem_us
+    wide_k = synthetic_spmm_features(4096, 40000, 16, 0.01024, "float16")  # same nnz, K past int16
+    narrow_k = synthetic_spmm_features(4096, 32000, 16, 0.0128, "float16")
+    assert model.terms(wide_k, sell).mem_us > model.terms(narrow_k, sell).mem_us
+
+
+def test_model_ranks_both_spmm_kernels():
+    model = CostModel(H100)
+    f = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16", row_cv=0.3)
+    ranked = model.rank(f, family("spmm").space(f, budget_of(H100)))
+    assert {c.kernel for c, _ in ranked[: len(ranked) // 2]} == {"csr", "sell"}

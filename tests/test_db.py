@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -392,6 +393,36 @@ def test_retuning_replaces_a_stale_entry_on_disk(tmp_path):
     db.put(entry(9.0, updated="2025-06-01T00:00:00+00:00"), "k")
     db.save()
     assert open_db(tmp_path).get("k").best.time_us == 9.0
+
+
+def test_a_kernel_revision_stales_only_its_own_ops_entries(tmp_path):
+    # Entries written before revisions existed carry no "kernel": revision "1".
+    first = Environment(DEVICE, triton="3.2.0", torch="2.5.1")
+    path = write_db(tmp_path, {"spmm-old": entry(1.0, op="spmm", env=first),
+                               "sddmm-old": entry(2.0, op="sddmm", env=first)}, env=first)
+    assert "kernel" not in load_document(path)["entries"]["spmm-old"]["env"]
+    now = Environment(DEVICE, triton="3.2.0", torch="2.5.1", kernel_revisions=(("sddmm", "1"), ("spmm", "2")))
+    with pytest.warns(StaleEntriesWarning, match="kernels {'sddmm': '1', 'spmm': '2'}"):
+        db = open_db(tmp_path, env=now)
+    assert db.get("spmm-old") is None and "spmm-old" in db.stale_entries()  # a seed now, not an answer
+    assert db.get("sddmm-old").best.time_us == 2.0
+    db.put(dataclasses.replace(entry(3.0, op="spmm"), env={}), "spmm-new")  # stamped with the spmm revision
+    db.save()
+    stored = load_document(path)["entries"]
+    assert stored["spmm-new"]["env"]["kernel"] == "2" and open_db(tmp_path, env=now).get("spmm-new") is not None
+    # An environment that does not know the installed kernels (no revisions) does not judge them.
+    assert open_db(tmp_path, env=first).get("spmm-new") is not None
+    assert prune_stale(path, keep_env=now) == 1
+    assert set(load_document(path)["entries"]) == {"sddmm-old", "spmm-new"}
+
+
+def test_kernel_revision_must_be_a_string(tmp_path):
+    obj = entry().to_json()
+    obj["env"]["kernel"] = 2
+    with pytest.raises(ValueError, match="env.kernel must be a string"):
+        DBEntry.from_json(obj)
+    obj["env"]["kernel"] = "2"
+    assert DBEntry.from_json(obj).to_json()["env"]["kernel"] == "2"
 
 
 # -- misses ----------------------------------------------------------------------------------------

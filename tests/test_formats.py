@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from naive import random_24, random_sparse, skewed_sparse
 
 from stuning import CSRMatrix, Semi24Matrix
-from stuning.formats.semi24 import pack_positions, unpack_positions
+from stuning.formats.semi24 import masks_from_packed_positions, masks_from_positions, unpack_masks
 
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
@@ -350,7 +350,8 @@ class TestSemi24:
         assert w.shape == (m, k) and w.k_stored == k
         assert w.dtype == dtype
         assert w.values.shape == (m, k // 2)
-        assert w.meta.shape == (m, math.ceil(k / 32)) and w.meta.dtype == torch.int32
+        assert w.masks.shape == (m, math.ceil(k / 32)) and w.masks.dtype == torch.int32
+        w.validate()
         assert torch.equal(w.to_dense(), dense)
 
     def test_values_in_column_order(self):
@@ -358,6 +359,8 @@ class TestSemi24:
         w = Semi24Matrix.from_dense(dense)
         assert w.values.tolist() == [[5.0, 6.0, 7.0, 0.0]]
         assert w.positions().tolist() == [[1, 3, 0, 1]]
+        # Group 0 keeps columns 1 and 3 (mask 0b1010), group 1 columns 0 and 1 (0b0011).
+        assert w.masks.tolist() == [[0b1010 | 0b0011 << 4]]
 
     @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
     def test_prune_keeps_two_largest_magnitudes(self, gen, dtype):
@@ -409,21 +412,50 @@ class TestSemi24:
     @pytest.mark.parametrize("k", [32, 64, 96, 4096])
     def test_metadata_is_an_eighth_byte_per_element(self, k):
         w = Semi24Matrix.from_dense(torch.zeros(3, k, dtype=torch.float16))
-        meta_bytes = w.meta.numel() * w.meta.element_size()
+        meta_bytes = w.masks.numel() * w.masks.element_size()
         assert meta_bytes <= 3 * k / 8
         assert w.nbytes() == 3 * k // 2 * 2 + meta_bytes
 
     @pytest.mark.parametrize("k", [4, 36, 100])
     def test_metadata_rounds_up_to_a_word(self, k):
         w = Semi24Matrix.from_dense(torch.zeros(3, k, dtype=torch.float16))
-        assert w.meta.numel() * 4 == 3 * 4 * math.ceil(k / 32)
+        assert w.masks.numel() * 4 == 3 * 4 * math.ceil(k / 32)
 
-    def test_pack_unpack_positions(self, gen):
-        pos = torch.randint(0, 4, (5, 37), generator=gen)
-        pos[:, 15] = 3  # the sign bit of the first word
-        packed = pack_positions(pos)
-        assert packed.dtype == torch.int32 and packed.shape == (5, 3)
-        assert torch.equal(unpack_positions(packed, 37), pos)
+    def test_masks_pack_and_unpack(self, gen):
+        pos = torch.sort(torch.rand(5, 19, 4, generator=gen).argsort(-1)[..., :2], dim=-1).values
+        pos[:, 7] = torch.tensor([2, 3])  # mask 0b1100 reaches the sign bit of the first word
+        words = masks_from_positions(pos)
+        assert words.dtype == torch.int32 and words.shape == (5, 3)
+        nibbles = unpack_masks(words, 19)
+        assert torch.equal(nibbles, (1 << pos).sum(-1))
+        assert (unpack_masks(words, 24)[:, 19:] == 0).all()
+
+    def test_masks_from_the_old_position_layout(self, gen):
+        dense = random_24(6, 72, torch.float16, gen, partial=True)
+        w = Semi24Matrix.from_dense(dense)
+        # stuning 0.1 packed each kept value's 2-bit position, 16 to an int32 word.
+        pos = w.positions()
+        padded = torch.zeros(6, 48, dtype=torch.int64)
+        padded[:, :36] = pos
+        words = (padded.reshape(6, 3, 16) << (2 * torch.arange(16))).sum(-1)
+        words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+        assert torch.equal(masks_from_packed_positions(words, 72), w.masks)
+
+    @pytest.mark.parametrize("corrupt", ["three kept", "one kept", "bits past the end"])
+    def test_validate_names_corrupt_masks(self, gen, corrupt):
+        w = Semi24Matrix.from_dense(random_24(4, 40, torch.float32, gen))
+        masks = w.masks.clone()
+        if corrupt == "three kept":
+            masks[2, 1] = (masks[2, 1] & ~(0xF << 4)) | (0b0111 << 4)  # group 9: word 1, second nibble
+            match = r"row 2, group 9 \(columns 36\.\.39\) keeps 3"
+        elif corrupt == "one kept":
+            masks[0, 0] = (masks[0, 0] & ~0xF) | 0b0100
+            match = r"row 0, group 0 \(columns 0\.\.3\) keeps 1"
+        else:
+            masks[3, 1] |= 0b0011 << 12
+            match = "past the last group"
+        with pytest.raises(ValueError, match=match):
+            Semi24Matrix(w.values, masks, w.shape, validate=True)
 
     def test_from_dense_errors(self):
         with pytest.raises(TypeError, match="torch.Tensor"):
@@ -436,7 +468,7 @@ class TestSemi24:
     def test_constructor_checks_shapes(self):
         with pytest.raises(ValueError, match="values must be"):
             Semi24Matrix(torch.zeros(2, 3), torch.zeros(2, 1, dtype=torch.int32), (2, 8))
-        with pytest.raises(ValueError, match="meta must be int32"):
+        with pytest.raises(ValueError, match="masks must be int32"):
             Semi24Matrix(torch.zeros(2, 4), torch.zeros(2, 1, dtype=torch.int64), (2, 8))
 
     def test_to(self, gen):

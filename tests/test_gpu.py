@@ -12,10 +12,13 @@ import dataclasses
 import pytest
 import torch
 from naive import (
-    DTYPE_NAMES,
+    ALL_DTYPES,
+    HALF_DTYPES,
     TOL,
     assert_close,
+    config_id,
     config_params,
+    dtype_tol_params,
     randn,
     random_24,
     random_sparse,
@@ -26,17 +29,19 @@ from naive import (
     spmm_ref,
 )
 from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels import sddmm_tiled
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_sell as sell_kernel
 
 import stuning
-from stuning import CSRMatrix, Semi24Matrix
+from stuning import CSRMatrix, Semi24Matrix, SlicedELLMatrix
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
-DTYPE_TOL_24 = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in (torch.float16, torch.bfloat16)]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
+DTYPE_TOL_24 = dtype_tol_params(HALF_DTYPES)
 SAMPLES = 8
 
 # --------------------------------------------------------------------------------------- SpMM
@@ -114,15 +119,76 @@ def test_spmm_vec_with_unaligned_b(device_gen, dtype, tol, n, layout):
         assert_close(stuning.spmm(a, b, config=cfg), ref, tol, f"vec {vec}")
 
 
+# ----------------------------------------------------------------------------- SpMM, sliced ELL
+def sell_params():
+    params = []
+    for n in (16, 128, 1024):
+        problem = spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, n, SPMM_NNZ, torch.float16)
+        for c in sample_configs(sell_kernel.config_space(problem), SAMPLES, seed=300 + n):
+            params.append(pytest.param(n, c, id=f"n{n}-{config_id(c)}"))
+    return params
+
+
+@pytest.mark.parametrize("n,config", sell_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_sell_uniform(device_gen, dtype, tol, n, config):
+    dense = random_sparse(SPMM_M, SPMM_K, SPMM_DENSITY, dtype, device_gen)
+    a = CSRMatrix.from_dense(dense)
+    b = randn(SPMM_K, n, dtype=dtype, gen=device_gen)
+    out = torch.full((SPMM_M, n), float("nan"), dtype=dtype, device=b.device)
+    y = stuning.spmm(a, b, config=config, out=out)
+    assert y is out
+    assert SlicedELLMatrix.cache_key(config.rows, config.swizzle, config.nnz_step) in a.cache  # it ran as SELL
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm sell n={n} {config}")
+
+
+SELL_SKEW_CONFIGS = [
+    pytest.param(c, id=config_id(c)) for c in sample_configs(sell_kernel.config_space(SKEW_PROBLEM), SAMPLES, seed=9)
+]
+
+
+@pytest.mark.parametrize("config", SELL_SKEW_CONFIGS)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_sell_skewed_rows(device_gen, dtype, tol, config):
+    # Rows from 0 to ~3x the mean: unsorted slices are mostly padding, sorted ones hardly any.
+    dense = skewed_sparse(SPMM_M, SPMM_K, SPMM_DENSITY * SPMM_K, dtype, device_gen, cv=0.45, empty_rows=64)
+    b = randn(SPMM_K, SKEW_N, dtype=dtype, gen=device_gen)
+    y = stuning.spmm(CSRMatrix.from_dense(dense), b, config=config)
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm sell skewed {config}")
+
+
+@pytest.mark.parametrize("sparsity", [0.9, 0.95, 0.98])
+@pytest.mark.parametrize("n", [16, 100])
+def test_spmm_sell_decode_sparsities_and_odd_n(device_gen, sparsity, n):
+    # The decode regime SELL is for; N = 100 leaves the last N tile partial (the masked path).
+    dense = random_sparse(SPMM_M, SPMM_K, 1.0 - sparsity, torch.float16, device_gen)
+    a = CSRMatrix.from_dense(dense)
+    b = randn(SPMM_K, n, dtype=torch.float16, gen=device_gen)
+    ref = spmm_ref(dense, b)
+    for rows, step, block_n in ((8, 8, 16), (32, 8, 16), (16, 16, 32)):
+        cfg = spmm_kernel.SpMMConfig(rows, step, block_n, 4, True, 4, 1, kernel="sell")
+        assert_close(stuning.spmm(a, b, config=cfg), ref, TOL[torch.float16], f"sparsity {sparsity} {cfg}")
+
+
 # -------------------------------------------------------------------------------------- SDDMM
 SDDMM_L, SDDMM_K, SDDMM_DENSITY = 1024, 64, 0.1
 SDDMM_PROBLEM = sddmm_kernel.SDDMMProblem(SDDMM_L, SDDMM_L, SDDMM_K, round(SDDMM_DENSITY * SDDMM_L**2), torch.float16)
+SDDMM_SPACE = sddmm_kernel.config_space(SDDMM_PROBLEM)
 SDDMM_CONFIGS = config_params(
-    sample_configs(sddmm_kernel.config_space(SDDMM_PROBLEM), SAMPLES, seed=11), sddmm_kernel.heuristic(SDDMM_PROBLEM)
+    sample_configs([c for c in SDDMM_SPACE if c.kernel == "gather"], SAMPLES, seed=11),
+    sddmm_kernel.heuristic(SDDMM_PROBLEM),
 )
+SDDMM_TILED_CONFIGS = [
+    p
+    for p in config_params(
+        sample_configs([c for c in SDDMM_SPACE if c.kernel == "tiled"], SAMPLES, seed=12),
+        sddmm_kernel.tiled_heuristic(SDDMM_PROBLEM),
+    )
+    if p.values[0] is not None  # the op's own choice is in SDDMM_CONFIGS already
+]
 
 
-@pytest.mark.parametrize("config", SDDMM_CONFIGS)
+@pytest.mark.parametrize("config", SDDMM_CONFIGS + SDDMM_TILED_CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     # Q K^T sampled at a sparse attention pattern: mask L x L, A = Q (L x K), B = K^T (a view).
@@ -150,6 +216,47 @@ def test_sddmm_pruned_weight_gradient(device_gen, dtype, tol):
     out = stuning.sddmm(poisoned, dy.t(), x)  # beta = 0: the NaN mask values are never read
     ref = sddmm_ref(mask_dense, dy.t(), x)
     assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], tol)
+
+
+def sddmm_tiled_params():
+    """The issue's attention-like target: a 4096 x 4096 mask, K = 64 and 128, 95% sparse."""
+    params = []
+    for k in (64, 128):
+        problem = sddmm_kernel.SDDMMProblem(4096, 4096, k, round(0.05 * 4096**2), torch.float16)
+        tiled = [c for c in sddmm_kernel.config_space(problem) if c.kernel == "tiled"]
+        for p in config_params(sample_configs(tiled, 4, seed=300 + k), sddmm_kernel.tiled_heuristic(problem),
+                               prefix=f"k{k}-"):
+            params.append(pytest.param(k, *p.values, id=p.id))
+    return params
+
+
+@pytest.mark.parametrize("k,config", sddmm_tiled_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sddmm_tiled_4096(device_gen, dtype, tol, k, config):
+    mask_dense = random_sparse(4096, 4096, 0.05, dtype, device_gen)
+    q = randn(4096, k, dtype=dtype, gen=device_gen)
+    kk = randn(4096, k, dtype=dtype, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    out = stuning.sddmm(mask, q, kk.t(), alpha=0.125, config=config)
+    ref = sddmm_ref(mask_dense, q, kk.t(), 0.125)
+    assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], tol, f"sddmm k={k} {config}")
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_sddmm_tiled_ragged_shape_and_k_tail(device_gen, dtype, tol):
+    # M, N not multiples of any tile, K = 70 not a multiple of any BLOCK_K, a block of dense rows.
+    m, n, k = 1000, 3001, 70
+    mask_dense = random_sparse(m, n, 0.03, dtype, device_gen)
+    mask_dense[100:164, 2900:] = 1.0
+    a = randn(m, k, dtype=dtype, gen=device_gen)
+    b = randn(k, n, dtype=dtype, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    problem = sddmm_kernel.SDDMMProblem(m, n, k, mask.nnz, dtype)
+    tiled = [c for c in sddmm_kernel.config_space(problem) if c.kernel == "tiled"]
+    ref = sddmm_ref(mask_dense, a, b, -0.5, 2.0)[mask.row_ids().long(), mask.col.long()]
+    for cfg in sample_configs(tiled, 6, seed=41):
+        out = stuning.sddmm(mask, a, b, alpha=-0.5, beta=2.0, config=cfg)
+        assert_close(out.values, ref, tol, str(cfg))
 
 
 # ---------------------------------------------------------------------------------------- 2:4
@@ -198,7 +305,7 @@ def variant_counter(kernel):
 
 
 # Sizes are chosen so that the strides keep their divisibility by 16 (Triton specializes strides on
-# it): then only the sizes, which the kernels do not specialize on, change between launches.
+# it): then only the sizes change between launches, which SpMM and SDDMM do not specialize on.
 
 
 def test_spmm_no_recompile_on_size_change(device_gen):
@@ -220,9 +327,45 @@ def test_spmm_no_recompile_on_size_change(device_gen):
     assert variants() == 2
 
 
-def test_sddmm_no_recompile_on_size_change(device_gen):
-    cfg = sddmm_kernel.SDDMMConfig(nnz_block=64, block_k=32, vec=8, num_warps=4, num_stages=1)
+def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen):
+    # M and K are not kernel arguments at all. N is specialized on purpose (the N-tail mask is along
+    # the contiguous axis, and vector loads need N's divisibility): a new N compiles again only when
+    # it leaves its class (multiple of 16 or not, filling its tiles or not).
+    cfg = spmm_kernel.SpMMConfig(rows=8, nnz_step=16, block_n=64, vec=4, swizzle=True, num_warps=4, num_stages=1,
+                                 kernel="sell")
 
+    def launch(m, k, n, dtype):
+        dense = random_sparse(m, k, 0.05, dtype, device_gen)
+        b = randn(k, n, dtype=dtype, gen=device_gen)
+        y = stuning.spmm(CSRMatrix.from_dense(dense), b, config=cfg)
+        assert_close(y, spmm_ref(dense, b), TOL[dtype])
+
+    variants = variant_counter(sell_kernel._spmm_sell_kernel)
+    launch(3000, 2048, 256, torch.float16)
+    assert variants() == 1
+    launch(1000, 1024, 128, torch.float16)
+    launch(517, 4096, 1024, torch.float16)
+    assert variants() == 1, "spmm_sell compiled again when only M, K or N (within its class) changed"
+    launch(1000, 1024, 100, torch.float16)  # N not a multiple of 16 nor of BLOCK_N: a new class
+    assert variants() == 2
+    launch(333, 2048, 36, torch.float16)  # the same class as 100
+    assert variants() == 2, "spmm_sell compiled again for an N of the same divisibility class"
+    launch(1000, 1024, 128, torch.bfloat16)
+    assert variants() == 3
+
+
+@pytest.mark.parametrize(
+    "cfg, kernel",
+    [
+        (sddmm_kernel.SDDMMConfig(nnz_block=64, block_k=32, vec=8, num_warps=4, num_stages=1),
+         sddmm_kernel._sddmm_kernel),
+        # The tiling is a template parameter; the sizes, nnz and the number of tiles are not.
+        (sddmm_kernel.SDDMMConfig(kernel="tiled", block_m=64, block_n=64, block_k=32, chunk=64, num_warps=4),
+         sddmm_tiled._sddmm_tiled_kernel),
+    ],
+    ids=["gather", "tiled"],
+)
+def test_sddmm_no_recompile_on_size_change(device_gen, cfg, kernel):
     def launch(m, n, k, dtype):
         mask_dense = random_sparse(m, n, 0.05, dtype, device_gen)
         a = randn(m, k, dtype=dtype, gen=device_gen)
@@ -232,17 +375,20 @@ def test_sddmm_no_recompile_on_size_change(device_gen):
         ref = sddmm_ref(mask_dense, a, b)
         assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], TOL[dtype])
 
-    variants = variant_counter(sddmm_kernel._sddmm_kernel)
+    variants = variant_counter(kernel)
     launch(1024, 1024, 64, torch.float16)
     assert variants() == 1
     launch(2000, 512, 128, torch.float16)
     launch(333, 4096, 96, torch.float16)
-    assert variants() == 1, "sddmm compiled again when only M, N, K or nnz changed"
+    assert variants() == 1, f"{cfg.kernel} sddmm compiled again when only M, N, K, nnz or the tiles changed"
     launch(333, 4096, 96, torch.float32)
     assert variants() == 2
 
 
-def test_semi24_no_recompile_on_size_change(device_gen):
+def test_semi24_recompiles_per_divisibility_class_only(device_gen):
+    # The 2:4 kernel lets Triton specialize M, N and K (whether each is a multiple of 16): unspecialized
+    # bounds masked the contiguous axis and stopped vector loads (2.5-5x, BENCHMARKS section 7). So a
+    # new size compiles again only when its class changes, and then once.
     cfg = semi24_kernel.Semi24Config(64, 64, 128, 8, 1, 4, 3)
 
     def launch(m, k, n, config=cfg):
@@ -256,6 +402,10 @@ def test_semi24_no_recompile_on_size_change(device_gen):
     assert variants() == 1
     launch(2048, 2048, 256)
     launch(1024, 8192, 64)
-    assert variants() == 1, "semi24 compiled again when only M, K or N changed"
-    launch(1024, 8192, 64, dataclasses.replace(cfg, split_k=2))  # SPLIT_K is a template parameter
+    assert variants() == 1, "semi24 compiled again when M, K or N changed within their class"
+    launch(1000, 4096, 100)  # M and N no longer multiples of 16: one new variant
     assert variants() == 2
+    launch(520, 2048, 36)
+    assert variants() == 2, "semi24 compiled again for a size of a class it had compiled"
+    launch(1024, 8192, 64, dataclasses.replace(cfg, split_k=2))  # SPLIT_K is a template parameter
+    assert variants() == 3

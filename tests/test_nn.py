@@ -116,9 +116,35 @@ def test_state_dict_round_trip_and_dense_checkpoints(gen):
         from_dense = SparseLinear(IN_FEATURES, OUT_FEATURES, format=fmt, dtype=torch.float16)
         from_dense.load_state_dict(dense.state_dict())  # a dense nn.Linear checkpoint, zeros kept
         assert torch.equal(from_dense.dense_weight(), dense.weight.detach()), fmt
-    assert set(sparse.state_dict()) == {"weight_values", "weight_meta", "bias"}
+    assert set(sparse.state_dict()) == {"weight_values", "weight_masks", "bias"}
     with pytest.raises(RuntimeError, match="does not match"):
         SparseLinear(8, 4, format="csr").load_state_dict(dense.state_dict())
+
+
+def test_2to4_checkpoints_of_the_position_layout_load(gen):
+    # stuning 0.1 saved 2:4 layers as "weight_meta": 2-bit positions, 16 to an int32 word.
+    sparse, dense = _pruned("2:4", torch.float16, gen)
+    state = sparse.state_dict()
+    pos = sparse.sparse_weight.matrix.positions()
+    words = pos.shape[1] // 16 + (pos.shape[1] % 16 > 0)
+    padded = torch.zeros(pos.shape[0], 16 * words, dtype=torch.int64)
+    padded[:, : pos.shape[1]] = pos
+    packed = (padded.reshape(pos.shape[0], words, 16) << (2 * torch.arange(16))).sum(-1)
+    state["weight_meta"] = torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)
+    del state["weight_masks"]
+    fresh = SparseLinear(IN_FEATURES, OUT_FEATURES, format="2:4", dtype=torch.float16)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.dense_weight(), dense.weight.detach())
+
+
+def test_2to4_checkpoint_with_corrupt_masks_is_refused(gen):
+    sparse, _ = _pruned("2:4", torch.float16, gen)
+    state = sparse.state_dict()
+    state["weight_masks"] = state["weight_masks"].clone()
+    state["weight_masks"][1, 0] |= 0xF  # group 0 of row 1 keeps all four columns
+    fresh = SparseLinear(IN_FEATURES, OUT_FEATURES, format="2:4", dtype=torch.float16)
+    with pytest.raises(ValueError, match="corrupt masks: row 1, group 0"):
+        fresh.load_state_dict(state)
 
 
 def test_to_dtype_and_repr(gen):

@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 import torch
 from naive import (
-    DTYPE_NAMES,
+    ALL_DTYPES,
     TOL,
     assert_close,
     config_id,
     config_params,
+    dtype_tol_params,
     randn,
     random_sparse,
     sample_configs,
@@ -24,18 +25,19 @@ from stuning.kernels.sddmm import SDDMMConfig, SDDMMProblem
 import stuning
 from stuning import CSRMatrix
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 # mask M x N, A M x K, B K x N
 M, N, K, MEAN_LEN = 37, 29, 40, 8
 PROBLEM = SDDMMProblem(M, N, K, M * MEAN_LEN, torch.float32)
-SPACE = sddmm_kernel.config_space(PROBLEM)
+# The gather kernel's part of the space (the tiled kernel has its own tests: test_sddmm_tiled.py).
+SPACE = [c for c in sddmm_kernel.config_space(PROBLEM) if c.kernel == "gather"]
 CONFIGS = config_params(sample_configs(SPACE, 8, seed=2), sddmm_kernel.heuristic(PROBLEM))
 # K not a multiple of any BLOCK_K, nor of 2: only vec = 1 is valid.
 K_ODD = 19
 PROBLEM_ODD = SDDMMProblem(M, N, K_ODD, M * MEAN_LEN, torch.float32)
-SPACE_ODD = sddmm_kernel.config_space(PROBLEM_ODD)
+SPACE_ODD = [c for c in sddmm_kernel.config_space(PROBLEM_ODD) if c.kernel == "gather"]
 CONFIGS_ODD = config_params(sample_configs(SPACE_ODD, 3, seed=3), sddmm_kernel.heuristic(PROBLEM_ODD))
 
 BASE = SDDMMConfig(nnz_block=16, block_k=16, vec=1, num_warps=1)

@@ -6,15 +6,26 @@ import dataclasses
 
 import pytest
 import torch
-from naive import DTYPE_NAMES, TOL, assert_close, config_id, config_params, randn, random_24, sample_configs, semi24_ref
+from naive import (
+    HALF_DTYPES,
+    TOL,
+    assert_close,
+    config_id,
+    config_params,
+    dtype_tol_params,
+    randn,
+    random_24,
+    sample_configs,
+    semi24_ref,
+)
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels.semi24 import Semi24Config, Semi24Problem
 
 import stuning
 from stuning import Semi24Matrix
 
-DTYPES = [torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = HALF_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 # M not a multiple of 16/32/64, K = 264 not a multiple of any BLOCK_K (and room for split-K).
 M, K, N = 40, 264, 24
@@ -39,6 +50,17 @@ def test_config_space_is_valid():
         assert cfg.block_k >= 64 and cfg.block_m >= 16 and cfg.block_n >= 16  # tl.dot tiles >= 16
         assert cfg.split_k == 1 or cfg.split_k * cfg.block_k <= K
     assert any(c.split_k > 1 for c in SPACE)
+
+
+def test_repair_keeps_the_space_and_refuses_what_it_dropped():
+    problem = semi24_kernel.Semi24Problem(4096, 4096, 128, torch.float16)
+    space = semi24_kernel.config_space(problem)
+    assert all(semi24_kernel.repair(c, problem) == c for c in space)
+    # Tuned for the kernel before its rewrite: Triton 3.6 cannot compile it now.
+    with pytest.raises(ValueError, match="not in the kernel's config space: Triton 3.6"):
+        semi24_kernel.repair(semi24_kernel.Semi24Config(128, 64, 64, 1, 1, 4, 2), problem)
+    with pytest.raises(ValueError, match="registers"):
+        semi24_kernel.repair(semi24_kernel.Semi24Config(256, 64, 256, 8, 1, 4, 2), problem)
 
 
 @pytest.mark.parametrize("config", CONFIGS)

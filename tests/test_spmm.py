@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 import torch
 from naive import (
-    DTYPE_NAMES,
+    ALL_DTYPES,
     TOL,
     assert_close,
     config_id,
     config_params,
+    dtype_tol_params,
     randn,
     random_sparse,
     sample_configs,
@@ -25,8 +26,8 @@ from stuning.kernels.spmm import SpMMConfig, SpMMProblem
 import stuning
 from stuning import CSRMatrix
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-DTYPE_TOL = [pytest.param(d, TOL[d], id=DTYPE_NAMES[d]) for d in DTYPES]
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
 
 # The shape of the config sweep: odd M and K, skewed rows of about MEAN_LEN nonzeros.
 M, K, N, MEAN_LEN = 45, 67, 40, 12

@@ -7,15 +7,15 @@ import warnings
 
 import pytest
 import torch
-from naive import TOL, assert_close, random_sparse, spmm_ref
+from naive import TOL, assert_close, random_24, random_sparse, semi24_ref, spmm_ref
 
 import stuning
-from stuning import CSRMatrix
+from stuning import CSRMatrix, Semi24Matrix
 from stuning.db import DBEntry, TimedConfig, TuningDB
 from stuning.ops.selection import SELECTOR
 from stuning.suite import SpMMCase
 from stuning.tuning.driver import tune_case
-from stuning.tuning.features import spmm_features
+from stuning.tuning.features import semi24_features, spmm_features
 from stuning.tuning.session import key_for, local_environment, open_db
 
 
@@ -42,7 +42,7 @@ def _put(db: TuningDB, a: CSRMatrix, n: int, config: dict) -> str:
     db.put(DBEntry(op="spmm", dtype=f.dtype, features=dict(f.values), best=TimedConfig(config, 12.5),
                    top_k=[TimedConfig(config, 12.5)], predicted_us=10.0, measured=True,
                    tuner={"strategy": "exhaustive", "trials": 1, "seconds": 0.1},
-                   env=local_environment().entry_env()), key)
+                   env=local_environment().entry_env("spmm")), key)
     db.save()
     return key
 
@@ -62,7 +62,7 @@ def test_run_time_chain_exact_nearest_model(db_dir, gen):
         return SELECTOR.choose(spmm_features(matrix, n), key_for(spmm_features(matrix, n)))
 
     cfg, how = source(a, 32)
-    assert how == "exact" and cfg.as_dict() == ODD
+    assert how == "exact" and cfg.as_dict() == {**ODD, "kernel": "csr"}  # stored before `kernel` existed
     cfg, how = source(a, 33)  # another width bucket: the nearest entry, repaired (vec must divide 33)
     assert how == "nearest" and cfg.rows == 2 and cfg.vec == 1
     far = CSRMatrix.from_dense(random_sparse(400, 640, 0.9, torch.float32, gen))
@@ -71,6 +71,27 @@ def test_run_time_chain_exact_nearest_model(db_dir, gen):
     # The op uses the chosen config and stays correct.
     b = torch.randn(64, 33, generator=gen)
     assert_close(stuning.spmm(a, b), spmm_ref(dense, b), TOL[torch.float32], "spmm via nearest entry")
+
+
+def test_an_entry_the_kernel_no_longer_takes_falls_back_to_the_model(db_dir, gen):
+    # A 2:4 config tuned for the kernel before its rewrite, which Triton 3.6 cannot compile now.
+    dense = random_24(128, 256, torch.float16, gen)
+    w = Semi24Matrix.from_dense(dense)
+    f = semi24_features(128, 256, 64, torch.float16)
+    dropped = {"block_m": 128, "block_n": 64, "block_k": 64, "group_m": 1, "split_k": 1, "num_warps": 4,
+               "num_stages": 2}
+    db = open_db()
+    db.put(DBEntry(op="semi24", dtype=f.dtype, features=dict(f.values), best=TimedConfig(dropped, 12.5),
+                   top_k=[TimedConfig(dropped, 12.5)], predicted_us=10.0, measured=True,
+                   tuner={"strategy": "exhaustive", "trials": 1, "seconds": 0.1},
+                   env=local_environment().entry_env("semi24")), key_for(f))
+    db.save()
+    SELECTOR.reset()
+    with pytest.warns(UserWarning, match="ignoring database entry .*Triton 3.6 fails to compile"):
+        cfg, how = SELECTOR.choose(f, key_for(f))
+    assert how == "model" and cfg.as_dict() != dropped
+    x = torch.randn(256, 64, generator=gen).to(torch.float16)
+    assert_close(stuning.semi24_mm(w, x), semi24_ref(dense, x), TOL[torch.float16], "2:4 after the fallback")
 
 
 def test_heuristic_when_the_model_cannot_answer(db_dir, gen, monkeypatch):

@@ -29,7 +29,7 @@ def register(sub) -> None:
     q.add_argument("out", type=Path)
     q.add_argument("--measured-only", action="store_true", help="leave out model-only predictions")
     add("misses", "problems looked up at run time with no entry, most frequent first", _misses)
-    q = add("prune", "drop the entries tuned on another device or Triton version from FILE", _prune)
+    q = add("prune", "drop the entries tuned on another device, Triton version or kernel revision from FILE", _prune)
     q.add_argument("file", type=Path)
 
 

@@ -121,7 +121,8 @@ class DBEntry:
             "predicted_us": self.predicted_us,
             "measured": self.measured,
             "tuner": dict(self.tuner),
-            "env": {f: self.env.get(f) for f in ENV_FIELDS},
+            "env": {f: self.env.get(f) for f in ENV_FIELDS}
+            | ({"kernel": self.env["kernel"]} if self.env.get("kernel") is not None else {}),
             "updated": self.updated,
         }
         if self.failed:  # optional: entries without failures keep their old, shorter form in diffs

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from importlib import metadata
 
 # The env fields whose difference makes an entry stale. torch is recorded but does not count: the
-# kernels are Triton's, and torch only allocates their tensors.
-STALENESS_FIELDS = ("device", "triton")
+# kernels are Triton's, and torch only allocates their tensors. ``kernel`` is the revision of the
+# op's kernels the timing was taken on: a rewritten kernel makes its old winners seeds, not answers.
+STALENESS_FIELDS = ("device", "triton", "kernel")
+# Entries written before kernels had revisions were all timed on the first one.
+FIRST_KERNEL_REVISION = "1"
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Environment:
     stuning: str | None = None
     compute_capability: tuple[int, int] | None = None
     sm_count: int | None = None
+    kernel_revisions: tuple[tuple[str, str], ...] = ()  # (op, revision) of the installed kernels
 
     @classmethod
     def detect(cls, device_name: str, **known) -> Environment:
@@ -32,9 +36,13 @@ class Environment:
         found = {name: _installed_version(name) for name in ("triton", "torch", "stuning")}
         return cls(device=device_name, **{**found, **known})
 
-    def entry_env(self) -> dict:
-        """The ``env`` recorded in each entry produced here."""
-        return {"device": self.device, "triton": self.triton, "torch": self.torch}
+    def entry_env(self, op: str | None = None) -> dict:
+        """The ``env`` recorded in each entry of ``op`` produced here."""
+        env = {"device": self.device, "triton": self.triton, "torch": self.torch}
+        revision = dict(self.kernel_revisions).get(op)
+        if revision is not None:
+            env["kernel"] = revision
+        return env
 
     def device_header(self) -> dict:
         cc = list(self.compute_capability) if self.compute_capability is not None else None
@@ -44,13 +52,25 @@ class Environment:
         return {"triton": self.triton, "torch": self.torch, "cuda": self.cuda, "stuning": self.stuning}
 
 
-def same_environment(a: dict, b: dict) -> bool:
-    """Whether two entry ``env`` dicts agree on the fields that decide staleness."""
-    return all(a.get(f) == b.get(f) for f in STALENESS_FIELDS)
+def same_environment(a: dict, b: dict, *, kernels: bool = True) -> bool:
+    """Whether two entry ``env`` dicts agree on the fields that decide staleness; ``kernels=False``
+    leaves the kernel revision out (for an environment that does not know the installed kernels')."""
+    fields = STALENESS_FIELDS if kernels else tuple(f for f in STALENESS_FIELDS if f != "kernel")
+    return all(_staleness_value(a, f) == _staleness_value(b, f) for f in fields)
 
 
-def as_entry_env(env: Environment | dict) -> dict:
-    return env.entry_env() if isinstance(env, Environment) else dict(env)
+def judges_kernels(env: Environment | dict) -> bool:
+    """Whether ``env`` can tell entries of the installed kernels' revisions from older ones."""
+    return bool(env.kernel_revisions) if isinstance(env, Environment) else True
+
+
+def _staleness_value(env: dict, field: str):
+    value = env.get(field)
+    return FIRST_KERNEL_REVISION if field == "kernel" and value is None else value
+
+
+def as_entry_env(env: Environment | dict, op: str | None = None) -> dict:
+    return env.entry_env(op) if isinstance(env, Environment) else dict(env)
 
 
 def _installed_version(dist: str) -> str | None:

@@ -22,7 +22,8 @@ and an entry is::
       "predicted_us": number | null,
       "measured": bool,                       # false: a model-only result, every time_us is null
       "tuner": {"strategy": str, "trials": int, "seconds": number},
-      "env": {"device": str | null, "triton": str | null, "torch": str | null},
+      "env": {"device": str | null, "triton": str | null, "torch": str | null,
+              "kernel": str},                 # optional: the op's kernel revision, absent for "1"
       "updated": ISO-8601 timestamp,
       "failed": [{"config": ..., "status": str, "message": str}, ...]   # optional, omitted when empty
     }
@@ -58,6 +59,7 @@ FAILED_FIELDS = ("config", "status", "message")
 MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
 TUNER_FIELDS = ("strategy", "trials", "seconds")
 ENV_FIELDS = ("device", "triton", "torch")
+ENV_OPTIONAL_FIELDS = ("kernel",)  # the op's kernel revision; absent in entries of its first revision
 MISSES_FIELDS = ("schema_version", "device", "misses")
 MISS_FIELDS = ("count", "op", "dtype", "features")
 
@@ -139,9 +141,9 @@ def validate_entry(obj, where: str = "entry") -> None:
     _check(isinstance(tuner["strategy"], str), f"{where}.tuner.strategy must be a string")
     _check(_is_int(tuner["trials"]) and tuner["trials"] >= 0, f"{where}.tuner.trials must be an integer >= 0")
     _check(_is_time(tuner["seconds"]), f"{where}.tuner.seconds must be a non-negative number")
-    _check_fields(obj["env"], ENV_FIELDS, f"{where}.env")
-    for name in ENV_FIELDS:
-        _check(obj["env"][name] is None or isinstance(obj["env"][name], str),
+    _check_fields(obj["env"], ENV_FIELDS, f"{where}.env", optional=ENV_OPTIONAL_FIELDS)
+    for name in (*ENV_FIELDS, *ENV_OPTIONAL_FIELDS):
+        _check(obj["env"].get(name) is None or isinstance(obj["env"][name], str),
                f"{where}.env.{name} must be a string or null")
     _check(isinstance(obj["updated"], str) and _is_timestamp(obj["updated"]),
            f"{where}.updated must be an ISO-8601 timestamp")

@@ -18,7 +18,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from stuning.db.entry import DBEntry, merge_entries
-from stuning.db.environment import Environment, as_entry_env, same_environment
+from stuning.db.environment import Environment, as_entry_env, judges_kernels, same_environment
 from stuning.db.paths import device_slug
 from stuning.db.schema import (
     CorruptDatabaseError,
@@ -148,15 +148,17 @@ def merge_files(paths: Iterable, out_path) -> dict:
 
 
 def prune_stale(path, *, keep_env: Environment | dict) -> int:
-    """Drop the entries whose env differs from ``keep_env`` (device or triton); returns how many."""
+    """Drop the entries whose env differs from ``keep_env`` (device, triton or the op's kernel
+    revision); returns how many."""
     if not Path(path).exists():
         _missing(path)
-    keep = as_entry_env(keep_env)
     dropped = 0
 
     def prune(doc: dict) -> None:
         nonlocal dropped
-        stale = [k for k, obj in doc["entries"].items() if not same_environment(obj["env"], keep)]
+        stale = [k for k, obj in doc["entries"].items()
+                 if not same_environment(obj["env"], as_entry_env(keep_env, obj["op"]),
+                                         kernels=judges_kernels(keep_env))]
         for key in stale:
             del doc["entries"][key]
         dropped = len(stale)

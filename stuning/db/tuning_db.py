@@ -28,7 +28,7 @@ from stuning.db.entry import (
     union_failed,
     union_top_k,
 )
-from stuning.db.environment import Environment, same_environment
+from stuning.db.environment import Environment, judges_kernels, same_environment
 from stuning.db.misses import MissCounter, load_misses
 from stuning.db.paths import (
     db_file_name,
@@ -67,7 +67,6 @@ class TuningDB:
         self.calibration: dict = {}
         self.model_coefficients: dict = {}
         self._write_dirs = write_dirs
-        self._current_env = env.entry_env()
         self._entries: dict[str, DBEntry] = {}  # every key, current or stale
         self._answers: dict[str, DBEntry] = {}  # the current ones: what get and lookup return
         self._groups: dict[tuple[str, str], dict[str, DBEntry]] = {}  # (op, dtype) -> entries
@@ -155,7 +154,7 @@ class TuningDB:
         entries' are. Returns what is held now.
         """
         if not entry.env:
-            entry = replace(entry, env=dict(self._current_env))
+            entry = replace(entry, env=self.env.entry_env(entry.op))
         entry.validate()
         if entry.measured:
             entry = replace(entry, top_k=union_top_k([entry.best, *entry.top_k]))
@@ -278,7 +277,7 @@ class TuningDB:
             self._answers.pop(key, None)
 
     def _is_current(self, entry: DBEntry) -> bool:
-        return same_environment(entry.env, self._current_env)
+        return same_environment(entry.env, self.env.entry_env(entry.op), kernels=judges_kernels(self.env))
 
     def _update_header(self, section: str, values: dict) -> None:
         self._pending_header[section].update(values)
@@ -296,8 +295,9 @@ def _warn_stale_once(count: int, files: list[Path], env: Environment) -> None:
         return
     _stale_warned = True
     warnings.warn(
-        f"{count} tuning-database entries in {', '.join(map(str, files))} were tuned on another device or "
-        f"Triton version (this is {env.device!r}, triton {env.triton}); lookups ignore them and tuning "
+        f"{count} tuning-database entries in {', '.join(map(str, files))} were tuned on another device, "
+        f"Triton version or revision of the op's kernels (this is {env.device!r}, triton {env.triton}, "
+        f"kernels {dict(env.kernel_revisions) or 'unversioned'}); lookups ignore them and tuning "
         "uses them only as seeds. Re-tune those problems, or prune the stale entries, to refresh them.",
         StaleEntriesWarning,
         stacklevel=5,  # the caller of TuningDB.open

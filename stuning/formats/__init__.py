@@ -2,6 +2,11 @@
 
 from stuning.formats.csr import CSRMatrix, RowStats
 from stuning.formats.pruning import magnitude_prune
+from stuning.formats.sell import SlicedELLMatrix
 from stuning.formats.semi24 import Semi24Matrix
+from stuning.formats.tiles import OutputTiles, nonempty_tile_counts, output_tiles
 
-__all__ = ["CSRMatrix", "RowStats", "Semi24Matrix", "magnitude_prune"]
+__all__ = [
+    "CSRMatrix", "OutputTiles", "RowStats", "Semi24Matrix", "SlicedELLMatrix", "magnitude_prune",
+    "nonempty_tile_counts", "output_tiles",
+]

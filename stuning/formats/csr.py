@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from stuning.formats.stored import StoredValues
+
 _INT32_MAX = 2**31 - 1
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -28,7 +30,7 @@ def _index_dtype(nnz: int) -> torch.dtype:
     return torch.int32 if nnz <= _INT32_MAX else torch.int64
 
 
-class CSRMatrix:
+class CSRMatrix(StoredValues):
     """An M x K sparse matrix in CSR form: ``crow`` (M + 1), ``col`` (nnz), ``values`` (nnz).
 
     Columns are sorted within each row. A matrix may be *padded*: every row's stored length is a
@@ -191,14 +193,6 @@ class CSRMatrix:
     @property
     def nnz(self) -> int:
         return self.col.numel()
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.values.device
 
     @property
     def density(self) -> float:

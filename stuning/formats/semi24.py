@@ -4,38 +4,63 @@ from __future__ import annotations
 
 import torch
 
-# One int32 metadata word holds the 2-bit positions of 16 kept values (8 groups, 32 dense columns),
-# so the metadata costs K / 8 bytes per row: 1/8 of a byte per dense element.
-VALUES_PER_META_WORD = 16
-COLS_PER_META_WORD = 2 * VALUES_PER_META_WORD
+from stuning.formats.stored import StoredValues
+
+# One int32 word holds the 4-bit masks of 8 groups (32 dense columns), so the masks cost K / 8 bytes
+# per row: 1/8 of a byte per dense element, as 2-bit positions would. A mask rather than positions
+# because the kernel rebuilds a group with bit tests and shifts of the value pair, with no compares.
+GROUPS_PER_MASK_WORD = 8
+VALUES_PER_META_WORD = 2 * GROUPS_PER_MASK_WORD
+COLS_PER_META_WORD = 4 * GROUPS_PER_MASK_WORD
 
 
-class Semi24Matrix:
+class Semi24Matrix(StoredValues):
     """An M x K matrix with at most 2 nonzeros in each aligned group of 4 columns of a row.
 
-    Stored as ``values`` (M, K/2), the two kept entries of each group in column order, and ``meta``
-    (M, ceil(K/32)) int32, where kept value ``c`` of a row has its position in its group (0..3) in
-    bits ``2*(c % 16)`` and up of word ``c // 16``. A group with fewer than two nonzeros keeps zeros.
+    Stored as ``values`` (M, K/2), the two kept entries of each group in column order, and ``masks``
+    (M, ceil(K/32)) int32: group ``g`` of a row has its 4-bit mask in bits ``4*(g % 8)`` and up of
+    word ``g // 8``, bit ``t`` set when column ``4g + t`` is kept; every stored group has exactly two
+    bits set (a group with fewer than two nonzeros keeps zeros) and the bits past the last group are 0.
     If K is not a multiple of 4 and ``pad=True`` was asked for, the stored K is rounded up with zero
     columns (``k_stored``) while ``shape`` keeps the logical K.
     """
 
-    def __init__(self, values: torch.Tensor, meta: torch.Tensor, shape: tuple[int, int]):
+    def __init__(self, values: torch.Tensor, masks: torch.Tensor, shape: tuple[int, int], *, validate: bool = False):
         m, k = int(shape[0]), int(shape[1])
         k_stored = (k + 3) // 4 * 4
         if values.shape != (m, k_stored // 2):
             raise ValueError(f"Semi24Matrix: values must be ({m}, {k_stored // 2}), got {tuple(values.shape)}")
         n_words = (k_stored // 2 + VALUES_PER_META_WORD - 1) // VALUES_PER_META_WORD
-        if meta.shape != (m, n_words) or meta.dtype != torch.int32:
-            raise ValueError(f"Semi24Matrix: meta must be int32 ({m}, {n_words}), got {meta.dtype} {tuple(meta.shape)}")
-        if values.device != meta.device:
-            raise ValueError(f"Semi24Matrix: values on {values.device} but meta on {meta.device}")
+        if masks.shape != (m, n_words) or masks.dtype != torch.int32:
+            raise ValueError(
+                f"Semi24Matrix: masks must be int32 ({m}, {n_words}), got {masks.dtype} {tuple(masks.shape)}"
+            )
+        if values.device != masks.device:
+            raise ValueError(f"Semi24Matrix: values on {values.device} but masks on {masks.device}")
         self.values = values
-        self.meta = meta
+        self.masks = masks
         self.shape = (m, k)
         self.k_stored = k_stored
         # Layers above keep what they derive from this matrix here (e.g. the configs chosen for it).
         self.cache: dict = {}
+        if validate:
+            self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` unless every stored group keeps exactly two columns and the bits past
+        the last group are clear (reads the masks on the host)."""
+        groups = self.k_stored // 4
+        nibbles = unpack_masks(self.masks, self.masks.shape[1] * GROUPS_PER_MASK_WORD)
+        kept = sum((nibbles >> t) & 1 for t in range(4))
+        bad = kept[:, :groups] != 2
+        if bad.any():
+            row, group = (int(v) for v in torch.nonzero(bad)[0])
+            raise ValueError(
+                f"Semi24Matrix: corrupt masks: row {row}, group {group} (columns {4 * group}..{4 * group + 3}) "
+                f"keeps {int(kept[row, group])} columns; every group must keep exactly 2"
+            )
+        if (nibbles[:, groups:] != 0).any():
+            raise ValueError("Semi24Matrix: corrupt masks: bits set past the last group of a row")
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -75,13 +100,16 @@ class Semi24Matrix:
             keep_pos = torch.topk(rank, 2, dim=-1, largest=False).indices
         keep_pos = torch.sort(keep_pos, dim=-1).values
         values = torch.gather(groups, -1, keep_pos).reshape(m, groups.shape[1] * 2).contiguous()
-        meta = pack_positions(keep_pos.reshape(m, groups.shape[1] * 2))
-        return cls(values, meta, (m, k))
+        return cls(values, masks_from_positions(keep_pos), (m, k))
 
     # ---------------------------------------------------------------------------------- queries
     def positions(self) -> torch.Tensor:
         """The position (0..3) within its group of every kept value, (M, K/2) int64."""
-        return unpack_positions(self.meta, self.k_stored // 2)
+        nibbles = unpack_masks(self.masks, self.k_stored // 4)
+        bits = (nibbles.unsqueeze(-1) >> torch.arange(4, device=nibbles.device)) & 1
+        # The two set bits of each group, lowest first (a stable sort puts kept columns first).
+        order = torch.sort(1 - bits, dim=-1, stable=True).indices[..., :2]
+        return order.reshape(self.shape[0], self.k_stored // 2)
 
     def to_dense(self) -> torch.Tensor:
         m, k = self.shape
@@ -91,41 +119,48 @@ class Semi24Matrix:
         out.scatter_(1, cols, self.values)
         return out[:, :k]
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.values.device
-
     def to(self, device=None, dtype: torch.dtype | None = None) -> Semi24Matrix:
         values = self.values.to(device=device, dtype=dtype)
-        return Semi24Matrix(values, self.meta.to(values.device), self.shape)
+        return Semi24Matrix(values, self.masks.to(values.device), self.shape)
 
     def nbytes(self) -> int:
-        return self.values.numel() * self.values.element_size() + self.meta.numel() * 4
+        return self.values.numel() * self.values.element_size() + self.masks.numel() * 4
 
     def __repr__(self) -> str:
         return f"Semi24Matrix(shape={self.shape}, dtype={self.dtype}, device={self.device})"
 
 
-def pack_positions(pos: torch.Tensor) -> torch.Tensor:
-    """Pack (M, C) positions in 0..3 into (M, ceil(C/16)) int32 words, 2 bits each."""
-    m, c = pos.shape
-    n_words = (c + VALUES_PER_META_WORD - 1) // VALUES_PER_META_WORD
-    padded = torch.zeros(m, n_words * VALUES_PER_META_WORD, dtype=torch.int64, device=pos.device)
-    padded[:, :c] = pos
-    shifts = 2 * torch.arange(VALUES_PER_META_WORD, device=pos.device, dtype=torch.int64)
-    words = (padded.reshape(m, n_words, VALUES_PER_META_WORD) << shifts).sum(-1)
-    # Wrap into int32's range: the top position sits in the sign bit.
+def masks_from_positions(keep_pos: torch.Tensor) -> torch.Tensor:
+    """(M, G, 2) kept positions (0..3) of each group -> (M, ceil(G/8)) int32 words of 4-bit masks."""
+    m, g = keep_pos.shape[0], keep_pos.shape[1]
+    nibbles = (1 << keep_pos.to(torch.int64)).sum(-1)
+    return _pack_nibbles(nibbles.reshape(m, g))
+
+
+def masks_from_packed_positions(words: torch.Tensor, k_stored: int) -> torch.Tensor:
+    """Masks from the layout of stuning <= 0.1 (2-bit positions, 16 per int32 word), for old checkpoints."""
+    m = words.shape[0]
+    shifts = 2 * torch.arange(VALUES_PER_META_WORD, device=words.device, dtype=torch.int64)
+    pos = ((words.to(torch.int64) & 0xFFFFFFFF).unsqueeze(-1) >> shifts) & 3
+    pos = pos.reshape(m, words.shape[1] * VALUES_PER_META_WORD)[:, : k_stored // 2]
+    return masks_from_positions(pos.reshape(m, k_stored // 4, 2))
+
+
+def unpack_masks(words: torch.Tensor, groups: int) -> torch.Tensor:
+    """(M, W) int32 words -> the (M, groups) 4-bit masks, int64."""
+    m = words.shape[0]
+    shifts = 4 * torch.arange(GROUPS_PER_MASK_WORD, device=words.device, dtype=torch.int64)
+    nibbles = ((words.to(torch.int64) & 0xFFFFFFFF).unsqueeze(-1) >> shifts) & 0xF
+    return nibbles.reshape(m, words.shape[1] * GROUPS_PER_MASK_WORD)[:, :groups]
+
+
+def _pack_nibbles(nibbles: torch.Tensor) -> torch.Tensor:
+    m, g = nibbles.shape
+    n_words = (g + GROUPS_PER_MASK_WORD - 1) // GROUPS_PER_MASK_WORD
+    padded = torch.zeros(m, n_words * GROUPS_PER_MASK_WORD, dtype=torch.int64, device=nibbles.device)
+    padded[:, :g] = nibbles
+    shifts = 4 * torch.arange(GROUPS_PER_MASK_WORD, device=nibbles.device, dtype=torch.int64)
+    words = (padded.reshape(m, n_words, GROUPS_PER_MASK_WORD) << shifts).sum(-1)
+    # Wrap into int32's range: the top group's mask reaches the sign bit.
     words = torch.where(words >= 2**31, words - 2**32, words)
     return words.to(torch.int32)
-
-
-def unpack_positions(meta: torch.Tensor, count: int) -> torch.Tensor:
-    m = meta.shape[0]
-    shifts = 2 * torch.arange(VALUES_PER_META_WORD, device=meta.device, dtype=torch.int64)
-    words = meta.to(torch.int64) & 0xFFFFFFFF
-    pos = (words.unsqueeze(-1) >> shifts) & 3
-    return pos.reshape(m, meta.shape[1] * VALUES_PER_META_WORD)[:, :count]

@@ -67,7 +67,7 @@ class SparseLayer(nn.Module):
         """Wrap the buffers again after they changed (construction, ``.to()``, ``load_state_dict``)."""
         kind = weight_format(self.format)
         tensors = {name: getattr(self, f"weight_{name}") for name in kind.buffer_names}
-        options = {**self._format_options, "validate": validate} if self.format == "csr" else {}
+        options = {**self._format_options, "validate": validate}
         self.sparse_weight: SparseWeight = kind(tensors, self._matrix_shape, **options)
         self._sparsity: float | None = None
         self._use_triton, self._why_not_triton = self._choose_backend()
@@ -94,6 +94,7 @@ class SparseLayer(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
         kind = weight_format(self.format)
+        kind.upgrade_state_dict(state_dict, prefix)
         keys = {name: f"{prefix}weight_{name}" for name in kind.buffer_names}
         dense = state_dict.get(prefix + "weight")
         if dense is not None and not any(k in state_dict for k in keys.values()):

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
-from stuning.formats.semi24 import VALUES_PER_META_WORD
+from stuning.formats.semi24 import GROUPS_PER_MASK_WORD, VALUES_PER_META_WORD, masks_from_packed_positions
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops import semi24_mm, spmm
@@ -130,6 +130,12 @@ class SparseWeight(ABC):
     def _options(self) -> dict:
         return {}
 
+    @classmethod
+    def upgrade_state_dict(cls, state_dict: dict, prefix: str) -> None:
+        """Rewrite, in place, the buffers an older stuning saved under ``prefix`` into this format's
+        (a hook: most formats never changed)."""
+        return None
+
 
 class CSRWeight(SparseWeight):
     """Unstructured sparsity: rows in CSR, multiplied by ``stuning.spmm``."""
@@ -189,8 +195,12 @@ class Semi24Weight(SparseWeight):
 
     format = "2:4"
     op = "semi24"
-    buffer_names = ("values", "meta")
+    buffer_names = ("values", "masks")
     kernel_dtypes = semi24_kernel.SUPPORTED_DTYPES
+
+    def __init__(self, tensors, shape, *, validate: bool = False):
+        self._validate = validate
+        super().__init__(tensors, shape)
 
     @classmethod
     def compress(cls, dense, *, sparsity=None):
@@ -200,19 +210,30 @@ class Semi24Weight(SparseWeight):
             w = Semi24Matrix.from_dense(dense, prune=sparsity is not None, pad=True)
         except ValueError as e:
             raise ValueError(f"{e} (or sparsity=0.5 to prune to 2:4 by magnitude)") from None
-        return {"values": w.values, "meta": w.meta}
+        return {"values": w.values, "masks": w.masks}
 
     @classmethod
     def empty(cls, shape, *, dtype, device):
         k_stored = (shape[1] + 3) // 4 * 4
         words = (k_stored // 2 + VALUES_PER_META_WORD - 1) // VALUES_PER_META_WORD
-        return {
-            "values": torch.zeros(shape[0], k_stored // 2, dtype=dtype, device=device),
-            "meta": torch.zeros(shape[0], words, dtype=torch.int32, device=device),
-        }
+        # Columns 0 and 1 of every group kept (as zeros): a valid 2:4 matrix of zeros.
+        full = sum(0x3 << (4 * g) for g in range(GROUPS_PER_MASK_WORD))  # 0x33333333 fits an int32
+        masks = torch.full((shape[0], words), full, dtype=torch.int32, device=device)
+        groups_in_last = (k_stored // 4) % GROUPS_PER_MASK_WORD
+        if groups_in_last:
+            masks[:, -1] = sum(0x3 << (4 * g) for g in range(groups_in_last))
+        return {"values": torch.zeros(shape[0], k_stored // 2, dtype=dtype, device=device), "masks": masks}
+
+    @classmethod
+    def upgrade_state_dict(cls, state_dict, prefix):
+        # stuning 0.1 stored 2-bit positions as "weight_meta"; the masks say the same in 4 bits a group.
+        old = state_dict.pop(prefix + "weight_meta", None)
+        values = state_dict.get(prefix + "weight_values")
+        if old is not None and values is not None and prefix + "weight_masks" not in state_dict:
+            state_dict[prefix + "weight_masks"] = masks_from_packed_positions(old, 2 * values.shape[1])
 
     def _wrap(self, tensors):
-        return Semi24Matrix(tensors["values"], tensors["meta"], self.shape)
+        return Semi24Matrix(tensors["values"], tensors["masks"], self.shape, validate=self._validate)
 
     def features(self, n, dtype=None):
         return semi24_features(self.shape[0], self.shape[1], n, dtype or self.dtype)

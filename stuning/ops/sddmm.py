@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
-from stuning.formats import CSRMatrix
+from stuning.formats import CSRMatrix, output_tiles
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.ops.inputs import as_csr, dense_2d, require_dtype, resolve_config, tuned_config
 from stuning.tuning.features import sddmm_features
@@ -47,6 +48,7 @@ def sddmm(mask, a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, beta: f
         lambda: tuned_config(mask, "sddmm", k, a.dtype, lambda: sddmm_features(mask, k, a.dtype)),
     )
     values = sddmm_kernel.sddmm(
-        mask.row_ids(), mask.col, mask.values, a, b, alpha=alpha, beta=beta, config=cfg
+        mask.row_ids(), mask.col, mask.values, a, b, alpha=alpha, beta=beta, config=cfg,
+        tiles=functools.partial(output_tiles, mask),
     )
     return CSRMatrix(mask.crow, mask.col, values, mask.shape, validate=False)

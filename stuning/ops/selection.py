@@ -80,7 +80,7 @@ class ConfigSelector:
                 try:
                     config = fam.repair(fam.config_from_dict(found.entry.config), features)
                     return config, found.how
-                except (TypeError, ValueError) as e:  # an entry from an incompatible schema
+                except (TypeError, ValueError) as e:  # an incompatible schema, or a config the kernel dropped
                     warnings.warn(f"stuning: ignoring database entry {key}: {e}", stacklevel=3)
         try:
             space = fam.space(features)

@@ -32,4 +32,4 @@ def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None) -> torch.Tensor:
         semi24_kernel.Semi24Config,
         lambda: tuned_config(w, "semi24", n, w.dtype, lambda: semi24_features(m, k, n, w.dtype)),
     )
-    return semi24_kernel.semi24_mm(w.values, w.meta, x, k=w.shape[1], config=cfg)
+    return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=cfg)

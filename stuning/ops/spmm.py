@@ -7,6 +7,7 @@ import torch
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops.inputs import as_csr, dense_2d, require_dtype, resolve_config, tuned_config
 from stuning.tuning.features import spmm_features
+from stuning.tuning.launch import launch_spmm
 
 
 def problem_of(a, b: torch.Tensor) -> spmm_kernel.SpMMProblem:
@@ -19,7 +20,8 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None) ->
 
     fp32, fp16 and bf16, accumulated in fp32; the result has B's dtype. ``config`` is an
     ``SpMMConfig`` (or a dict of its fields); ``None`` looks the problem up in the tuning
-    database (then the cost model, then the default heuristic).
+    database (then the cost model, then the default heuristic). A config's ``kernel`` picks the CSR
+    kernel or the sliced-ELL one (whose copy of A is built on first use and cached on A).
     """
     a = as_csr(a, "spmm: A")
     b = dense_2d(b, "spmm: B")
@@ -30,14 +32,4 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None) ->
     cfg = resolve_config(
         config, spmm_kernel.SpMMConfig, lambda: tuned_config(a, "spmm", n, a.dtype, lambda: spmm_features(a, n))
     )
-    return spmm_kernel.spmm(
-        a.crow,
-        a.col,
-        a.values,
-        b,
-        m=a.shape[0],
-        config=cfg,
-        row_order=a.row_order() if cfg.swizzle else None,
-        pad_to=a.pad_to,
-        out=out,
-    )
+    return launch_spmm(a, b, cfg, out=out)

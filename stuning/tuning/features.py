@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from stuning.formats import CSRMatrix
+from stuning.formats import CSRMatrix, nonempty_tile_counts
+from stuning.kernels.sddmm_tiled import BLOCK_MS, BLOCK_NS
 
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -112,9 +113,21 @@ def spmm_features(a: CSRMatrix, n: int, dtype=None) -> ProblemFeatures:
     return ProblemFeatures("spmm", dtype_name(dtype or a.dtype), values)
 
 
+def tile_feature(block_m: int, block_n: int) -> str:
+    """The feature counting a mask's nonempty block_m x block_n tiles (the tiled SDDMM's programs)."""
+    return f"tiles_{block_m}x{block_n}"
+
+
+def _tile_features(mask: CSRMatrix) -> dict:
+    # Counted, not estimated from the density: a structured mask (local windows, blocks) leaves most
+    # tiles empty where a uniform one of the same density fills them all.
+    counts = nonempty_tile_counts(mask, [(bm, bn) for bm in BLOCK_MS for bn in BLOCK_NS])
+    return {tile_feature(bm, bn): c for (bm, bn), c in (counts or {}).items()}
+
+
 def sddmm_features(mask: CSRMatrix, k: int, dtype=None) -> ProblemFeatures:
     m, n = mask.shape
-    values = {"m": m, "n": n, "k": k, "k_align": alignment(k), **_row_features(mask)}
+    values = {"m": m, "n": n, "k": k, "k_align": alignment(k), **_row_features(mask), **_tile_features(mask)}
     return ProblemFeatures("sddmm", dtype_name(dtype or mask.dtype), values)
 
 

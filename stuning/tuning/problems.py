@@ -6,18 +6,19 @@ users get.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from stuning.formats import CSRMatrix, Semi24Matrix
+from stuning.formats import CSRMatrix, Semi24Matrix, output_tiles
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import semi24 as semi24_kernel
-from stuning.kernels import spmm as spmm_kernel
 from stuning.matrices import random_semi24, random_sparse
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.features import ProblemFeatures, sddmm_features, semi24_features, spmm_features
+from stuning.tuning.launch import launch_spmm
 
 
 @dataclass
@@ -40,10 +41,9 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         a = CSRMatrix.from_dense(dense)
         b = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
         ref = dense.float() @ b.float()
-        order = a.row_order()
 
         def run(c):
-            return spmm_kernel.spmm(a.crow, a.col, a.values, b, m=case.m, config=c, row_order=order)
+            return launch_spmm(a, b, c)
 
         return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b})
     if isinstance(case, SDDMMCase):
@@ -55,9 +55,12 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         rows, cols = mask.row_ids().long(), mask.col.long()
         ref = (a.float() @ b.float())[rows, cols]
         row_ids = mask.row_ids()
+        # The tiled kernel's tiles are built on its first run (the objective's check, untimed) and cached.
+        tiles = functools.partial(output_tiles, mask)
 
         def run(c):
-            return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c)
+            return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
+                                      tiles=tiles)
 
         return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b})
     if isinstance(case, Semi24Case):
@@ -66,7 +69,7 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         ref = w.to_dense().float() @ x.float()
 
         def run(c):
-            return semi24_kernel.semi24_mm(w.values, w.meta, x, k=case.k, config=c)
+            return semi24_kernel.semi24_mm(w.values, w.masks, x, k=case.k, config=c)
 
         return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x})
     raise TypeError(f"not a suite case: {case!r}")

@@ -1,6 +1,8 @@
 """Op -> kernel family: config class, config space, heuristic, and the cost model's terms.
 
-Adding a kernel variant means one file in kernels/, one cost-model module, and one line here.
+Adding a kernel variant means one file in kernels/, one cost-model module, and one line here. An op
+may have several kernels: its family's config space is the union of theirs, a config field (SpMM's
+``kernel``) says which kernel runs it, and the tuner picks among all of them per problem.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_sell as spmm_sell_kernel
 from stuning.kernels.target import DeviceBudget
 from stuning.tuning.cost_model import sddmm as sddmm_cost
 from stuning.tuning.cost_model import semi24 as semi24_cost
@@ -49,6 +52,15 @@ class KernelFamily:
         return self.config_cls(**{k: v for k, v in d.items() if k in self.param_keys()})
 
 
+def union(*spaces: Callable) -> Callable:
+    """The config space of an op with several kernels: every kernel's configs, in order."""
+
+    def config_space(problem, budget: DeviceBudget | None = None) -> list:
+        return [c for space in spaces for c in space(problem, budget)]
+
+    return config_space
+
+
 def _spmm_problem(f: ProblemFeatures):
     v = f.values
     return spmm_kernel.SpMMProblem(v["m"], v["k"], v["n"], v["nnz"], TORCH_DTYPES[f.dtype], v.get("pad_to", 1))
@@ -64,9 +76,17 @@ def _semi24_problem(f: ProblemFeatures):
     return semi24_kernel.Semi24Problem(v["m"], v["k"], v["n"], TORCH_DTYPES[f.dtype])
 
 
+# The revision of each op's kernels a timing belongs to (the database's ``env.kernel``). Bump it when a
+# kernel change can change which config wins: the entries timed before become seeds, not answers.
+KERNEL_REVISIONS: dict[str, str] = {
+    "spmm": "2",  # 2: sliced-ELL kernel added; partial sums reduced once after the loop
+    "sddmm": "2",  # 2: tiled kernel (dense output tiles from tl.dot) added
+    "semi24": "2",  # 2: 4-bit group masks, transposed product, sizes specialized
+}
+
 FAMILIES: dict[str, KernelFamily] = {
-    "spmm": KernelFamily("spmm", spmm_kernel.SpMMConfig, spmm_kernel.config_space, spmm_kernel.heuristic,
-                         spmm_cost.terms, _spmm_problem, spmm_kernel.repair),
+    "spmm": KernelFamily("spmm", spmm_kernel.SpMMConfig, union(spmm_kernel.config_space, spmm_sell_kernel.config_space),
+                         spmm_kernel.heuristic, spmm_cost.terms, _spmm_problem, spmm_kernel.repair),
     "sddmm": KernelFamily("sddmm", sddmm_kernel.SDDMMConfig, sddmm_kernel.config_space, sddmm_kernel.heuristic,
                           sddmm_cost.terms, _sddmm_problem, sddmm_kernel.repair),
     "semi24": KernelFamily("semi24", semi24_kernel.Semi24Config, semi24_kernel.config_space,

@@ -11,6 +11,7 @@ from stuning.kernels.target import interpreting
 from stuning.tuning.cost_model import Coefficients, CostModel
 from stuning.tuning.device import DeviceSpec, local_spec, spec_for
 from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.registry import KERNEL_REVISIONS
 from stuning.tuning.search.base import RECORDED_STATUSES
 
 # The database "device" of runs through Triton's CPU interpreter: predictions only, never timings.
@@ -27,12 +28,16 @@ def local_device_name() -> str:
 def local_environment() -> Environment:
     name = local_device_name()
     if name == INTERPRETER_DEVICE:
-        return Environment.detect(name)
+        return Environment.detect(name, kernel_revisions=kernel_revisions())
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return Environment.detect(
         name, cuda=torch.version.cuda, compute_capability=(props.major, props.minor),
-        sm_count=props.multi_processor_count,
+        sm_count=props.multi_processor_count, kernel_revisions=kernel_revisions(),
     )
+
+
+def kernel_revisions() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(KERNEL_REVISIONS.items()))
 
 
 def target_spec(device_name: str | None = None) -> DeviceSpec:
@@ -58,7 +63,8 @@ def resolve_device_name(name: str) -> str:
 def open_db(device_name: str | None = None, **options) -> TuningDB:
     """The tuning database of ``device_name`` (default: this machine's device)."""
     name = resolve_device_name(device_name) if device_name else local_device_name()
-    env = local_environment() if name == local_device_name() else Environment.detect(name)
+    env = (local_environment() if name == local_device_name()
+           else Environment.detect(name, kernel_revisions=kernel_revisions()))
     return TuningDB.open(name, env=env, **options)
 
 

@@ -1,16 +1,41 @@
-"""SDDMM on CUDA cores: a row of A and a column of B gathered per nonzero."""
+"""SDDMM, both kernels: per nonzero on CUDA cores (gather), or per nonempty output tile on tensor
+cores (tiled). One family, one set of fitted coefficients; the config's ``kernel`` picks the terms,
+and a fitted ``kernel=...`` effect absorbs what the terms miss about either."""
 
 from __future__ import annotations
 
 import math
 
 from stuning.kernels.sddmm import SDDMMConfig
-from stuning.tuning.cost_model.base import CostTerms, cuda_core_terms, sector_efficiency
+from stuning.kernels.sddmm_tiled import TiledParams, registers_per_thread, shared_memory_bytes
+from stuning.tuning.cost_model.base import (
+    CostTerms,
+    cuda_core_terms,
+    latency_factor,
+    launch_shape,
+    memory_us,
+    sector_efficiency,
+)
 from stuning.tuning.device import DeviceSpec
-from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
+from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures, tile_feature
+
+# Shared-memory bandwidth per SM per clock (bytes): what the tiled kernel's pick runs at.
+_SMEM_BYTES_PER_CLOCK = 128
+# A picked nonzero: one 4-byte shared read, replayed on bank conflicts (random positions in the tile).
+_PICK_SMEM_BYTES = 32
+# Instructions per picked entry on CUDA cores: two index loads, a compare, the gather's address,
+# scale (and beta), convert, store.
+_PICK_OPS = 16
 
 
 def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
+    if cfg.kernel == "tiled":
+        return _tiled_terms(f, cfg, device)
+    return _gather_terms(f, cfg, device)
+
+
+def _gather_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
+    """A row of A and a column of B gathered per nonzero."""
     m, n, k = f["m"], f["n"], f["k"]
     elt = DTYPE_BYTES[f.dtype]
     idx = f.values.get("idx_bytes", 4)
@@ -29,4 +54,63 @@ def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms
     return cuda_core_terms(
         dram=dram, l2=l2, flops=2.0 * nnz * k_padded, imbalance=imbalance, programs=programs, threads=threads,
         regs=32 + 3 * cfg.nnz_block * cfg.block_k // threads, device=device,
+    )
+
+
+def nonempty_tiles(f: ProblemFeatures, block_m: int, block_n: int) -> float:
+    """Tiles holding a nonzero: counted on the mask when the features have it, else what a uniform
+    random mask of this density would give (each of a tile's cells nonzero with probability d)."""
+    counted = f.values.get(tile_feature(block_m, block_n))
+    if counted is not None:
+        return float(counted)
+    m, n = f["m"], f["n"]
+    density = min(1.0, max(0.0, f["density"]))
+    tiles = math.ceil(m / block_m) * math.ceil(n / block_n)
+    cells = min(block_m, m) * min(block_n, n)
+    return min(tiles * -math.expm1(cells * math.log1p(-density)) if density < 1 else tiles, f["nnz"])
+
+
+def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
+    """Dense tiles of A @ B on tensor cores for every nonempty tile; only the nonzeros are written."""
+    m, n, k = f["m"], f["n"], max(1, f["k"])
+    elt = DTYPE_BYTES[f.dtype]
+    idx = f.values.get("idx_bytes", 4)
+    nnz = max(1, f["nnz"])
+    bm, bn, chunk = cfg.block_m, cfg.block_n, cfg.chunk
+    tiles = max(1.0, nonempty_tiles(f, bm, bn))
+    k_steps = math.ceil(k / cfg.block_k)
+    k_padded = k_steps * cfg.block_k
+    per_tile = nnz / tiles
+    # Each tile's entries are padded to whole chunks; the padding is read (and skipped) too.
+    entries = tiles * math.ceil(per_tile / chunk) * chunk
+    meta = entries * ((2 if bm * bn <= 2**15 else 4) + idx) + tiles * 12
+
+    # A and B come from DRAM once (consecutive tiles share A's rows; B is re-read from L2), each
+    # tile reads its (BLOCK_M + BLOCK_N) x K operands from L2. A tile's nonzeros of one row are one
+    # run of the CSR values: short runs write partial sectors.
+    run_bytes = max(1.0, per_tile / min(bm, m)) * elt
+    out_l2 = nnz * elt / sector_efficiency(run_bytes)
+    dram = (m * k + k * n) * elt + nnz * elt + meta
+    l2 = tiles * (bm + bn) * k_padded * elt + out_l2 + meta
+    rate = device.fp32_tflops * 1e12 if f.dtype == "float32" else device.tensor_rate(f.dtype)  # fp32: ieee
+    mma_us = 2.0 * tiles * bm * bn * k_padded / rate * 1e6
+    smem_bw = device.sm_count * _SMEM_BYTES_PER_CLOCK * device.clock_ghz * 1e9
+    # Every pick step writes the fp32 tile to shared memory again (the gather's source), then
+    # reads one element per entry.
+    steps = tiles * math.ceil(per_tile / chunk)
+    pick_us = (steps * bm * bn * 4 + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
+    pick_us += entries * _PICK_OPS / (device.fp32_tflops * 1e12 / 2) * 1e6
+
+    p = TiledParams(bm, bn, cfg.block_k, chunk, cfg.num_warps, cfg.num_stages)
+    threads = 32 * cfg.num_warps
+    launch = launch_shape(math.ceil(tiles), threads, registers_per_thread(p), shared_memory_bytes(p, elt), device)
+    # A deeper pipeline hides more load latency (as in the 2:4 model: independent of K, so that
+    # more K never predicts faster).
+    pipelining = 1.0 + 0.5 / max(1, cfg.num_stages - 1)
+    return CostTerms(
+        mem_us=memory_us(dram, l2, device),
+        compute_us=mma_us + pick_us,
+        imbalance=pipelining,
+        wave_eff=launch.wave_eff,
+        latency=latency_factor(launch.occupancy, 0.25),
     )

@@ -20,18 +20,20 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
 
     w_bytes = m * k // 2 * elt + m * k // 8
     x_bytes = k * n * elt
-    out_bytes = m * n * (4 * split * 2 if split > 1 else elt)  # fp32 partials written and re-read
+    # Split-K adds into a zeroed fp32 buffer (atomics in L2) that is then cast: write, re-read, write.
+    out_bytes = m * n * (4 * 3 + elt) if split > 1 else m * n * elt
     dram = w_bytes + x_bytes + out_bytes
     l2 = w_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
     mem_us = memory_us(dram, l2, device)
-    # Four dots of (BLOCK_M x BLOCK_K/4) x (BLOCK_K/4 x BLOCK_N): dense-equivalent tensor work.
+    # One dot per K step on the decompressed tile: dense-equivalent tensor work.
     mma_us = 2.0 * m_pad * k_pad * n_pad / (device.tensor_rate(f.dtype) * 1e-6)
-    # The selects rebuilding W_t run on CUDA cores, once per N tile: ~4 ops per dense element.
-    select_us = 4.0 * m_pad * k_pad * n_tiles / (device.fp32_tflops * 1e6 / 2)
+    # Rebuilding the dense tile runs on CUDA cores, once per N tile: 7-8 instructions per dense
+    # element in the K loop's sm_90a SASS (scripts/sass_stats.py), the limit at small N.
+    select_us = 8.0 * m_pad * k_pad * n_tiles / (device.fp32_tflops * 1e6 / 2)
     compute_us = mma_us + select_us
 
     threads = 32 * cfg.num_warps
-    regs = 32 + cfg.block_m * cfg.block_n // threads + cfg.block_m * cfg.block_k // (2 * threads)
+    regs = 32 + (cfg.block_m * cfg.block_n + cfg.block_m * cfg.block_k) // threads  # accumulator, rebuilt tile
     smem = shared_memory_bytes(cfg, elt)
     launch = launch_shape(m_tiles * n_tiles * split, threads, regs, smem, device)
     # A deeper pipeline hides more latency; one stage hides none.
@@ -42,5 +44,5 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
         imbalance=pipelining,
         wave_eff=launch.wave_eff,
         latency=latency_factor(launch.occupancy, 0.25),
-        overhead_us=LAUNCH_US * (2 if split > 1 else 1),
+        overhead_us=LAUNCH_US * (3 if split > 1 else 1),  # zero-fill, kernel, cast
     )

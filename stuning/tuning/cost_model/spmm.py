@@ -1,4 +1,9 @@
-"""SpMM on CUDA cores: gathered rows of B dominate the traffic, FMAs the arithmetic."""
+"""SpMM on CUDA cores: gathered rows of B dominate the traffic, FMAs the arithmetic.
+
+Two kernels share the terms: CSR (masked steps, rows of a program wait for its longest: load
+imbalance) and sliced ELL (no masks, no imbalance inside a program, but padded entries read and
+multiplied, with narrower indices).
+"""
 
 from __future__ import annotations
 
@@ -24,33 +29,77 @@ def group_max_length(f: ProblemFeatures, rows: int, swizzle: bool) -> float:
 
 
 def terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostTerms:
-    m, k, n = f["m"], f["k"], f["n"]
+    if cfg.kernel == "sell":
+        return sell_terms(f, cfg, device)
+    m, n = f["m"], f["n"]
     elt = DTYPE_BYTES[f.dtype]
     idx = f.values.get("idx_bytes", 4)
     nnz = f["nnz"]
     n_blocks = math.ceil(n / cfg.block_n)
     n_padded = n_blocks * cfg.block_n
     # Every row of a program runs as long as the program's longest, rounded up to whole steps.
-    per_row = group_max_length(f, cfg.rows, cfg.swizzle)
-    per_row_steps = math.ceil(per_row / cfg.nnz_step) * cfg.nnz_step if per_row > 0 else 0
+    per_row_steps = padded_length(f, cfg)
     processed = m * per_row_steps
     imbalance = max(1.0, processed / max(nnz, 1))
 
     # DRAM: A once, B once when L2 holds it (else once per gathered use), Y once.
     a_bytes = nnz * (elt + idx)
-    b_bytes = k * n * elt
-    l2_bytes_cap = device.l2_mb * 1e6 * 0.5
-    b_dram = b_bytes if b_bytes <= l2_bytes_cap else nnz * n * elt
-    dram = a_bytes + b_dram + m * n * elt
+    dram = a_bytes + b_dram_bytes(f, device) + m * n * elt
     # L2: A re-read by every column block, gathered B segments at sector granularity.
-    seg = min(cfg.block_n, n) * elt
-    l2 = a_bytes * (n_blocks - 1) + nnz * n_padded * elt / sector_efficiency(seg)
-    if cfg.vec == 1 and elt < 4:
-        l2 *= 1.15  # narrow loads issue more instructions per byte
+    l2 = (a_bytes * (n_blocks - 1) + nnz * n_padded * elt / gather_efficiency(cfg, n, elt)) * load_issue(cfg, elt)
+    return _gather_terms(f, cfg, device, dram=dram, l2=l2, flops=2.0 * nnz * n_padded, imbalance=imbalance,
+                         programs=math.ceil(m / cfg.rows) * n_blocks)
+
+
+def sell_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostTerms:
+    """The sliced-ELL kernel: no row-length imbalance inside a program (every row of a slice has
+    the slice's padded length), but the padding is real work: its values and indices are read and
+    its B rows gathered (they are the row's last column again, so the bytes are L1/L2 hits, not DRAM).
+    Indices are 2 bytes when K fits int16."""
+    m, k, n = f["m"], f["k"], f["n"]
+    elt = DTYPE_BYTES[f.dtype]
+    idx = 2 if k <= 32767 else 4
+    n_blocks = math.ceil(n / cfg.block_n)
+    n_padded = n_blocks * cfg.block_n
+    n_slices = math.ceil(m / cfg.rows)
+    # The last slice is padded to full height; every slice to its longest row in whole steps.
+    processed = n_slices * cfg.rows * padded_length(f, cfg)
+    a_bytes = processed * (elt + idx) + n_slices * cfg.rows * 4 + (n_slices + 1) * 4  # + row ids, offsets
+    dram = a_bytes + b_dram_bytes(f, device) + m * n * elt
+    gathered = processed * n_padded * elt / gather_efficiency(cfg, n, elt)
+    l2 = (a_bytes * (n_blocks - 1) + gathered) * load_issue(cfg, elt)
+    return _gather_terms(f, cfg, device, dram=dram, l2=l2, flops=2.0 * processed * n_padded, imbalance=1.0,
+                         programs=n_slices * n_blocks)
+
+
+def padded_length(f: ProblemFeatures, cfg: SpMMConfig) -> float:
+    """What every row of a program costs: the longest of its ``rows`` rows, in whole steps."""
+    per_row = group_max_length(f, cfg.rows, cfg.swizzle)
+    return math.ceil(per_row / cfg.nnz_step) * cfg.nnz_step if per_row > 0 else 0
+
+
+def b_dram_bytes(f: ProblemFeatures, device: DeviceSpec) -> float:
+    """B from DRAM: once when half of L2 holds it, else once per gathered use."""
+    elt = DTYPE_BYTES[f.dtype]
+    b_bytes = f["k"] * f["n"] * elt
+    return b_bytes if b_bytes <= device.l2_mb * 1e6 * 0.5 else f["nnz"] * f["n"] * elt
+
+
+def gather_efficiency(cfg: SpMMConfig, n: int, elt: int) -> float:
+    """Useful fraction of the bytes a gathered B segment fetches (sector granularity)."""
+    return sector_efficiency(min(cfg.block_n, n) * elt)
+
+
+def load_issue(cfg: SpMMConfig, elt: int) -> float:
+    """Narrow (scalar 16-bit) loads issue more instructions per byte."""
+    return 1.15 if cfg.vec == 1 and elt < 4 else 1.0
+
+
+def _gather_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec, *, dram: float, l2: float,
+                  flops: float, imbalance: float, programs: int) -> CostTerms:
     threads = 32 * cfg.num_warps
     tile = cfg.rows * cfg.nnz_step * cfg.block_n
     return cuda_core_terms(
-        dram=dram, l2=l2, flops=2.0 * nnz * n_padded, imbalance=imbalance,
-        programs=math.ceil(m / cfg.rows) * n_blocks, threads=threads,
-        regs=32 + (tile + cfg.rows * cfg.block_n) // threads, device=device,
+        dram=dram, l2=l2, flops=flops, imbalance=imbalance, programs=programs, threads=threads,
+        regs=32 + 2 * tile // threads, device=device,  # the gathered tile and an accumulator of its shape
     )

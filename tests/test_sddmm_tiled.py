@@ -1,0 +1,324 @@
+"""The tiled SDDMM kernel: its mask preprocessing (output tiles), the kernel against float64 through
+the interpreter on small odd shapes, the union config space, dispatch and the cost model's choice."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from naive import (
+    ALL_DTYPES,
+    TOL,
+    assert_close,
+    config_id,
+    dtype_tol_params,
+    randn,
+    random_sparse,
+    sample_configs,
+    sddmm_ref,
+)
+from stuning.kernels import sddmm as sddmm_kernel
+from stuning.kernels import sddmm_tiled
+from stuning.kernels.sddmm import SDDMMConfig, SDDMMProblem
+
+import stuning
+from stuning import CSRMatrix
+from stuning.formats import nonempty_tile_counts, output_tiles
+from stuning.formats import tiles as tiles_module
+from stuning.suite import SDDMMCase
+from stuning.tuning.cost_model import CostModel
+from stuning.tuning.cost_model.sddmm import nonempty_tiles
+from stuning.tuning.device import spec_for
+from stuning.tuning.features import sddmm_features, synthetic_sddmm_features, tile_feature
+from stuning.tuning.problems import build_problem
+from stuning.tuning.registry import budget_of, family
+
+DTYPES = ALL_DTYPES
+DTYPE_TOL = dtype_tol_params(DTYPES)
+
+
+def tiled(bm=32, bn=32, bk=16, chunk=32, warps=4, stages=2) -> SDDMMConfig:
+    return SDDMMConfig(kernel="tiled", block_m=bm, block_n=bn, block_k=bk, chunk=chunk, num_warps=warps,
+                       num_stages=stages)
+
+
+def mask_of(dense: torch.Tensor, device) -> CSRMatrix:
+    return CSRMatrix.from_dense(dense.to(device))
+
+
+def values_ref(mask: CSRMatrix, ref_dense: torch.Tensor) -> torch.Tensor:
+    return ref_dense.cpu()[mask.row_ids().long().cpu(), mask.col.long().cpu()]
+
+
+# ------------------------------------------------------------------------------ preprocessing
+def check_tiles(mask: CSRMatrix, t) -> None:
+    """Every nonzero exactly once, at its own position, in CSR order within its tile; padding masked."""
+    bm, bn, chunk = t.block_m, t.block_n, t.chunk
+    rows, cols = mask.row_ids().long().cpu(), mask.col.long().cpu()
+    ptr = t.tile_ptr.long().cpu()
+    dest, local = t.dest.long().cpu(), t.local.long().cpu()
+    tm, tn = t.tile_m.long().cpu(), t.tile_n.long().cpu()
+    assert t.tile_ptr.dtype == torch.int32 and t.dest.dtype == mask.col.dtype
+    assert ptr[0] == 0 and ptr[-1] == t.entries == dest.numel() == local.numel()
+    assert bool((ptr % chunk == 0).all()) and bool((ptr[1:] > ptr[:-1]).all())  # no empty tile listed
+    ids = tm * max(1, -(-mask.shape[1] // bn)) + tn
+    assert bool((ids[1:] > ids[:-1]).all()), "tiles must be unique and in row-major order"
+    real = dest >= 0
+    assert sorted(dest[real].tolist()) == list(range(mask.nnz))
+    assert bool((local[~real] == 0).all())
+    for i in range(t.count):
+        d, pos = dest[ptr[i] : ptr[i + 1]], local[ptr[i] : ptr[i + 1]]
+        n_real = int((d >= 0).sum())
+        assert n_real > 0 and bool((d[:n_real] >= 0).all()), "padding only after a tile's nonzeros"
+        assert ptr[i + 1] - ptr[i] == -(-n_real // chunk) * chunk, "padded to the next whole chunk only"
+        d, pos = d[:n_real], pos[:n_real]
+        assert bool((d[1:] > d[:-1]).all()), "CSR order within a tile"
+        assert torch.equal(rows[d], tm[i] * bm + pos // bn) and torch.equal(cols[d], tn[i] * bn + pos % bn)
+
+
+@pytest.mark.parametrize("bm,bn,chunk", [(32, 32, 32), (64, 32, 16), (32, 128, 64), (16, 16, 8)])
+def test_tiles_cover_every_nonzero_once_ragged_edges(gen, bm, bn, chunk):
+    dense = random_sparse(37, 45, 0.3, torch.float32, gen)  # 37 x 45: no tile size divides either
+    dense[5] = 0  # an empty row
+    mask = CSRMatrix.from_dense(dense)
+    t = output_tiles(mask, bm, bn, chunk)
+    check_tiles(mask, t)
+    expect = {(r // bm, c // bn) for r, c in zip(mask.row_ids().tolist(), mask.col.tolist(), strict=True)}
+    assert set(zip(t.tile_m.tolist(), t.tile_n.tolist(), strict=True)) == expect
+
+
+def test_tiles_of_an_empty_mask():
+    mask = CSRMatrix.from_dense(torch.zeros(20, 30))
+    t = output_tiles(mask, 32, 32, 16)
+    assert t.count == 0 and t.entries == 0 and t.tile_ptr.tolist() == [0]
+    check_tiles(mask, t)
+
+
+def test_tiles_all_nonzeros_in_one_tile(gen):
+    dense = torch.zeros(100, 90)
+    dense[40:60, 33:60] = randn(20, 27, dtype=torch.float32, gen=gen)
+    mask = CSRMatrix.from_dense(dense)
+    t = output_tiles(mask, 64, 64, 32)
+    assert t.count == 1 and (t.tile_m.item(), t.tile_n.item()) == (0, 0)
+    assert t.entries == -(-mask.nnz // 32) * 32
+    check_tiles(mask, t)
+
+
+def test_tiles_are_cached_per_tiling_and_local_dtype(gen):
+    mask = CSRMatrix.from_dense(random_sparse(70, 300, 0.1, torch.float32, gen))
+    t = output_tiles(mask, 32, 64, 32)
+    assert output_tiles(mask, 32, 64, 32) is t
+    assert output_tiles(mask, 32, 64, 64) is not t
+    assert t.local.dtype == torch.int16
+    wide = output_tiles(mask, 256, 256, 32)  # 65536 positions: past int16
+    assert wide.local.dtype == torch.int32
+    check_tiles(mask, wide)
+    with pytest.raises(ValueError, match="chunk must be positive"):
+        output_tiles(mask, 32, 32, 0)
+
+
+def test_nonempty_tile_counts_match_the_tiles(gen, monkeypatch):
+    dense = random_sparse(150, 200, 0.01, torch.float32, gen)
+    dense[:40, :70] = 1.0  # a dense block, so counts differ from what the density suggests
+    mask = CSRMatrix.from_dense(dense)
+    sizes = [(32, 32), (64, 32), (128, 64), (128, 128)]
+    counts = nonempty_tile_counts(mask, sizes)
+    assert counts == {s: output_tiles(mask, *s, 32).count for s in sizes}
+    assert nonempty_tile_counts(CSRMatrix.from_dense(torch.zeros(5, 7)), sizes) == dict.fromkeys(sizes, 0)
+    with pytest.raises(ValueError, match="not a multiple of 32"):
+        nonempty_tile_counts(mask, [(48, 32)])
+    monkeypatch.setattr(tiles_module, "MAX_OCCUPANCY_CELLS", 10)
+    assert nonempty_tile_counts(mask, sizes) is None
+
+
+# ------------------------------------------------------------------------------------ kernel
+PROBLEM = SDDMMProblem(37, 45, 70, 400, torch.float32)
+TILED_SPACE = [c for c in sddmm_kernel.config_space(PROBLEM) if c.kernel == "tiled"]
+CONFIGS = [pytest.param(c, id=config_id(c)) for c in sample_configs(TILED_SPACE, 3, seed=5)] + [
+    pytest.param(sddmm_kernel.tiled_heuristic(PROBLEM), id="tiled-heuristic")
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("k", [16, 24, 70])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_tiled_kernel_odd_shapes(gen, device, dtype, tol, k, config):
+    m, n = 37, 45
+    dense = random_sparse(m, n, 0.3, dtype, gen)
+    dense[3] = 0
+    a, b = randn(m, k, dtype=dtype, gen=gen), randn(k, n, dtype=dtype, gen=gen)
+    mask = mask_of(dense, device)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=0.75, beta=1.5, config=config)
+    assert torch.equal(out.crow, mask.crow) and torch.equal(out.col, mask.col)
+    assert any(key[0] == "output_tiles" for key in mask.cache), "the tiled kernel did not run"
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b, 0.75, 1.5)), tol, str(config))
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-2.0, 0.5), (0.0, 1.0)])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_tiled_alpha_beta_and_transposed_b(gen, device, dtype, tol, alpha, beta):
+    dense = random_sparse(50, 70, 0.2, dtype, gen)
+    a = randn(50, 32, dtype=dtype, gen=gen)
+    b = randn(70, 32, dtype=dtype, gen=gen).t()  # K-contiguous columns, as attention's K^T
+    mask = mask_of(dense, device)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=alpha, beta=beta, config=tiled(64, 32, 32, 64))
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b, alpha, beta)), tol)
+    if alpha == 0.0:
+        assert torch.equal(out.values.cpu(), (beta * mask.values.cpu().double()).to(dtype))
+
+
+def test_tiled_beta_zero_does_not_read_mask_values(gen, device):
+    dense = random_sparse(40, 33, 0.3, torch.float16, gen)
+    a, b = randn(40, 16, dtype=torch.float16, gen=gen), randn(16, 33, dtype=torch.float16, gen=gen)
+    mask = mask_of(dense, device)
+    poisoned = CSRMatrix(mask.crow, mask.col, torch.full_like(mask.values, float("nan")), mask.shape)
+    out = stuning.sddmm(poisoned, a.to(device), b.to(device), config=tiled())
+    assert bool(torch.isfinite(out.values.float()).all())
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b)), TOL[torch.float16])
+
+
+def test_tiled_explicit_zeros_one_tile_and_empty_mask(gen, device):
+    # A stored zero is sampled; every nonzero in one tile; an empty mask launches nothing.
+    crow = torch.tensor([0, 2, 2, 5], dtype=torch.int32)
+    col = torch.tensor([1, 3, 0, 2, 3], dtype=torch.int32)
+    vals = torch.tensor([0.0, 2.0, 0.0, 0.0, -1.0])
+    mask = CSRMatrix(crow, col, vals, (3, 4)).to(device)
+    a, b = randn(3, 16, dtype=torch.float32, gen=gen), randn(16, 4, dtype=torch.float32, gen=gen)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), beta=1.0, config=tiled())
+    expect = torch.sparse.sampled_addmm(
+        torch.sparse_csr_tensor(crow.long(), col.long(), vals.double(), (3, 4)), a.double(), b.double(), beta=1.0
+    )
+    assert_close(out.values.cpu(), expect.values(), TOL[torch.float32])
+    empty = CSRMatrix.from_dense(torch.zeros(7, 9, device=device))
+    out = stuning.sddmm(empty, torch.randn(7, 5, device=device), torch.randn(5, 9, device=device), config=tiled())
+    assert out.nnz == 0
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_tiled_matches_gather(gen, device, dtype, tol):
+    dense = random_sparse(64, 96, 0.15, dtype, gen)
+    a, b = randn(64, 48, dtype=dtype, gen=gen).to(device), randn(48, 96, dtype=dtype, gen=gen).to(device)
+    mask = mask_of(dense, device)
+    gathered = stuning.sddmm(mask, a, b, alpha=0.5, config=SDDMMConfig(nnz_block=32, block_k=16, vec=8))
+    tiled_out = stuning.sddmm(mask, a, b, alpha=0.5, config=tiled(64, 32, 16, 32))
+    assert_close(tiled_out.values.cpu(), gathered.values.cpu().double(), 2 * tol)
+
+
+# ----------------------------------------------------------------------------- config, dispatch
+def test_union_space_has_both_kernels_and_valid_tiles():
+    problem = SDDMMProblem(4096, 4096, 64, 800_000, torch.float16)
+    space = sddmm_kernel.config_space(problem)
+    kinds = {c.kernel for c in space}
+    assert kinds == {"gather", "tiled"}
+    assert len(space) == len(set(space)) and len(space) < 400
+    for c in space:
+        if c.kernel == "tiled":
+            assert c.nnz_block == 0 and c.vec == 0
+            assert min(c.block_m, c.block_n, c.block_k) >= 16, "every tl.dot dimension >= 16 on the GPU"
+            assert c.block_m % 32 == 0 and c.block_n % 32 == 0, "the occupancy features cover the size"
+            assert sddmm_tiled.shared_memory_bytes(c.tiled_params(), 2) <= 227 * 1024
+        else:
+            assert c.block_m == c.block_n == c.chunk == 0
+
+
+def test_config_fields_and_old_entries():
+    fam = family("sddmm")
+    old = {"block_k": 32, "nnz_block": 64, "num_stages": 2, "num_warps": 4, "vec": 8}  # a pre-tiled DB entry
+    cfg = fam.config_from_dict(old)
+    assert cfg == SDDMMConfig(nnz_block=64, block_k=32, vec=8) and cfg.kernel == "gather"
+    assert fam.config_from_dict(tiled(64, 64, 32, 64).as_dict()) == tiled(64, 64, 32, 64)
+    # A field the kernel does not use is held at 0: configs equal when they run the same thing.
+    assert SDDMMConfig(kernel="tiled", nnz_block=128, vec=4, block_m=32, block_n=32, chunk=32) == tiled(bk=32)
+    assert SDDMMConfig(block_m=64, block_n=64, chunk=32) == SDDMMConfig()
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        SDDMMConfig(kernel="dense")
+    with pytest.raises(ValueError, match="needs block_m, block_n and chunk"):
+        SDDMMConfig(kernel="tiled")
+
+
+def test_repair_lands_in_the_space():
+    small = SDDMMProblem(20, 40, 16, 100, torch.float16)
+    space = set(sddmm_kernel.config_space(small))
+    for c in (tiled(128, 128, 128, 128, 8, 3), tiled(64, 128, 64, 32, 8, 2), tiled(32, 32, 16, 32, 4, 2)):
+        assert sddmm_kernel.repair(c, small) in space, c
+
+
+def test_dispatch_by_dict_and_the_launcher_needs_tiles(gen, device):
+    dense = random_sparse(30, 40, 0.3, torch.float16, gen)
+    a, b = randn(30, 16, dtype=torch.float16, gen=gen), randn(16, 40, dtype=torch.float16, gen=gen)
+    mask = mask_of(dense, device)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), config=tiled().as_dict())
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b)), TOL[torch.float16])
+    with pytest.raises(ValueError, match="needs the mask's output tiles"):
+        sddmm_kernel.sddmm(mask.row_ids(), mask.col, mask.values, a.to(device), b.to(device), alpha=1.0, beta=0.0,
+                           config=tiled())
+
+
+def test_tuner_runner_runs_the_tiled_kernel():
+    problem = build_problem(SDDMMCase(40, 50, 24, 0.8, "fp16"), device="cpu")
+    out = problem.run(tiled(bk=32))
+    assert_close(out, problem.reference.double(), TOL[torch.float16])
+    assert any(key[0] == "output_tiles" for key in problem.inputs["mask"].cache)
+
+
+# ------------------------------------------------------------------------------- cost model
+H200 = spec_for("NVIDIA H200")
+
+
+def best(model, f, kernel):
+    space = [c for c in family("sddmm").space(f, budget_of(H200)) if c.kernel == kernel]
+    return model.rank(f, space)[0][1]
+
+
+def test_model_prefers_tiles_when_they_fill_and_gather_when_they_do_not():
+    model = CostModel(H200)
+    dense_ish = synthetic_sddmm_features(4096, 4096, 64, 0.2, "float16")
+    assert best(model, dense_ish, "tiled") < best(model, dense_ish, "gather") / 2
+    very_sparse = synthetic_sddmm_features(4096, 4096, 64, 0.002, "float16")
+    assert best(model, very_sparse, "gather") < best(model, very_sparse, "tiled")
+
+
+def test_model_counts_the_tiles_of_a_structured_mask(gen):
+    # Local attention: a band of width 64 around the diagonal. Most tiles are empty, which the
+    # uniform estimate of the same density would not know.
+    n = 1024
+    idx = torch.arange(n)
+    dense = ((idx[:, None] - idx[None, :]).abs() < 32).float()
+    mask = CSRMatrix.from_dense(dense)
+    f = sddmm_features(mask, 64, torch.float16)
+    assert f[tile_feature(64, 64)] == output_tiles(mask, 64, 64, 64).count
+    uniform = f.with_values(**{tile_feature(bm, bn): None for bm in (32, 64, 128) for bn in (32, 64, 128)})
+    assert nonempty_tiles(f, 64, 64) < nonempty_tiles(uniform, 64, 64) / 4
+    model = CostModel(H200)
+    cfg = tiled(64, 64, 64, 64)
+    assert model.predict_us(f, cfg) < model.predict_us(uniform, cfg)
+
+
+def test_uniform_estimate_matches_a_uniform_mask(gen):
+    mask = CSRMatrix.from_dense(random_sparse(512, 512, 0.002, torch.float32, gen))
+    f = sddmm_features(mask, 64, torch.float32)
+    estimate = dataclasses.replace(f, values={k: v for k, v in f.values.items() if not k.startswith("tiles_")})
+    for bm, bn in ((32, 32), (64, 64), (128, 128)):
+        assert nonempty_tiles(estimate, bm, bn) == pytest.approx(f[tile_feature(bm, bn)], rel=0.15)
+
+
+def test_int64_indices(gen, device):
+    dense = random_sparse(40, 50, 0.3, torch.float32, gen)
+    m32 = CSRMatrix.from_dense(dense)
+    mask = CSRMatrix(m32.crow.long(), m32.col.long(), m32.values, m32.shape).to(device)
+    a, b = randn(40, 16, dtype=torch.float32, gen=gen), randn(16, 50, dtype=torch.float32, gen=gen)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), beta=1.0, config=tiled(32, 64, 16, 32))
+    assert output_tiles(mask, 32, 64, 32).dest.dtype == torch.int64
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b, 1.0, 1.0)), TOL[torch.float32])
+
+
+def test_the_op_chooses_tiles_for_a_dense_mask(gen, device):
+    # Half the positions sampled: every tile full, so the cost model picks the tiled kernel by itself.
+    dense = random_sparse(128, 128, 0.5, torch.float16, gen)
+    a, b = randn(128, 64, dtype=torch.float16, gen=gen), randn(64, 128, dtype=torch.float16, gen=gen)
+    mask = mask_of(dense, device)
+    out = stuning.sddmm(mask, a.to(device), b.to(device))
+    chosen = [v for key, v in mask.cache.items() if key[0] == "sddmm"]
+    assert len(chosen) == 1 and chosen[0].kernel == "tiled", chosen
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b)), TOL[torch.float16])
