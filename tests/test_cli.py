@@ -39,6 +39,10 @@ def test_tune_then_db_commands(db_dir, tmp_path, capsys):
     assert _json(capsys, ["db", "export", str(exported), "--device", "h100", "--json"])["entries"] == 2
     merged = tmp_path / "merged.json"
     assert _json(capsys, ["db", "merge", str(exported), "--out", str(merged), "--json"])["entries"] == 2
+    kept = tmp_path / "kept.json"
+    kept.write_bytes(merged.read_bytes())
+    assert _json(capsys, ["db", "prune", str(kept), "--device", "h100", "--json"])["dropped"] == 0
+    assert _json(capsys, ["db", "prune", str(kept), "--device", "h100", "--triton", "0.0", "--json"])["dropped"] == 2
     assert _json(capsys, ["db", "prune", str(merged), "--json"])["dropped"] == 2  # tuned for another device
     assert isinstance(_json(capsys, ["db", "misses", "--json"])["misses"], dict)
 

@@ -336,13 +336,26 @@ def test_lookup_exact_then_nearest_within_the_cap(tmp_path):
     assert found.how == "nearest"
 
 
-def test_lookup_never_crosses_op_or_dtype(tmp_path):
+def test_lookup_never_crosses_op_or_dtype_width(tmp_path):
     db = open_db(tmp_path)
     features = {"m": 4096, "k": 4096, "n": 128}
     db.put(entry(features=features), "spmm|float16|a")
-    assert db.lookup("spmm", "bfloat16", "q", features, max_distance=100).how == "miss"
+    assert db.lookup("spmm", "float32", "q", features, max_distance=100).how == "miss"
     assert db.lookup("sddmm", "float16", "q", features, max_distance=100).how == "miss"
     assert db.lookup("spmm", "float16", "q", features, max_distance=0).how == "nearest"
+
+
+def test_half_dtypes_answer_for_each_other_only_when_their_own_has_nothing(tmp_path):
+    db = open_db(tmp_path)
+    features = {"m": 4096, "k": 4096, "n": 128}
+    fp16 = db.put(entry(features=features), "spmm|float16|n=128")
+    found = db.lookup("spmm", "bfloat16", "spmm|bfloat16|n=128", features, max_distance=0.5)
+    assert found == (fp16, "other-dtype", 0.0)
+    assert "spmm|bfloat16|n=128" in db.misses()  # still untuned: `stuning db misses` lists it
+    assert db.lookup("spmm", "bfloat16", "q", {**features, "n": 4096}, max_distance=0.5).how == "miss"
+    bf16 = db.put(entry(dtype="bfloat16", features={**features, "n": 160}), "spmm|bfloat16|n=160")
+    found = db.lookup("spmm", "bfloat16", "spmm|bfloat16|n=128", features, max_distance=0.5)
+    assert found.how == "nearest" and found.entry == bf16
 
 
 def test_exact_lookup_takes_microseconds(tmp_path):

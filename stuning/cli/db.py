@@ -31,6 +31,9 @@ def register(sub) -> None:
     add("misses", "problems looked up at run time with no entry, most frequent first", _misses)
     q = add("prune", "drop the entries tuned on another device, Triton version or kernel revision from FILE", _prune)
     q.add_argument("file", type=Path)
+    q.add_argument("--triton", default=None,
+                   help="Triton version whose entries to keep (default: the installed one); with --device, prunes a "
+                        "GPU's database from another machine")
 
 
 def _open(args):
@@ -118,12 +121,19 @@ def _misses(args) -> int:
 
 
 def _prune(args) -> int:
+    import dataclasses
+
     from stuning.db import prune_stale
-    from stuning.tuning.session import local_environment
+    from stuning.tuning.session import local_environment, resolve_device_name
 
     if not args.file.is_file():
         raise CLIError(f"no such database file: {args.file}")
-    dropped = prune_stale(args.file, keep_env=local_environment())
+    keep = local_environment()
+    if args.device is not None:
+        keep = dataclasses.replace(keep, device=resolve_device_name(args.device))
+    if args.triton is not None:
+        keep = dataclasses.replace(keep, triton=args.triton)
+    dropped = prune_stale(args.file, keep_env=keep)
     if args.json:
         print_json({"file": str(args.file), "dropped": dropped})
     else:

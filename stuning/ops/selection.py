@@ -1,8 +1,9 @@
 """Choosing a config at run time: the tuning database, else the cost model, else the heuristic.
 
 The chain for a problem: the exact database key; else the nearest entry in log-feature space
-within ``NEAREST_MAX_DISTANCE`` (its config repaired for this shape); else the cost model's best
-config; else the kernel's default heuristic. Answers are cached per key, and static operands
+within ``NEAREST_MAX_DISTANCE`` (its config repaired for this shape); else the nearest entry of
+the other half-precision dtype (fp16 for bf16 and back); else the cost model's best config; else
+the kernel's default heuristic. Answers are cached per key, and static operands
 (weights) keep their own small cache, so a repeated call costs a couple of dict lookups.
 """
 
@@ -60,7 +61,7 @@ class ConfigSelector:
         return self._model
 
     def choose(self, features: ProblemFeatures, key: str) -> tuple[object, str]:
-        """(config, source) for a problem; source is exact, nearest, model or heuristic."""
+        """(config, source) for a problem; source is exact, nearest, other-dtype, model or heuristic."""
         hit = self._by_key.get(key)
         if hit is not None:
             return hit
