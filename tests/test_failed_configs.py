@@ -163,7 +163,7 @@ def fake_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(driver, "can_measure", lambda: True)
     monkeypatch.setattr(driver, "KernelObjective", StandIn)
     precompiled = []
-    monkeypatch.setattr(driver, "precompile", lambda case, configs, seed=0: precompiled.extend(configs))
+    monkeypatch.setattr(driver, "precompile", lambda case, configs, **_: precompiled.extend(configs))
     StandIn.calls = {}
     return precompiled
 
@@ -227,3 +227,23 @@ def test_tune_excludes_configs_and_carries_their_records():
     every = family("spmm").space(features, budget_of(device))
     with pytest.raises(RuntimeError, match="recorded as failing"):
         tune(features, strategy="model", device=device, exclude=every)
+
+
+def test_compiling_ahead_counts_against_the_time_limit(fake_gpu, monkeypatch):
+    import time
+
+    def slow_precompile(case, configs, *, seed=0, timeout_s):
+        assert timeout_s == 0.2  # the workers are stopped at the problem's time limit
+        fake_gpu.extend(configs)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(driver, "precompile", slow_precompile)
+    outcome, _ = driver.tune_case(CASE, strategy="model+optuna", budget=Budget(max_trials=40, max_seconds=0.2))
+    # The limit was spent compiling: the search stops at the first config that runs.
+    assert len(outcome.top_k) == 1 and outcome.timed == 1 + sum(outcome.failures.values())
+    assert len(fake_gpu) == driver.PRECOMPILE_TOP
+
+
+def test_no_more_configs_compiled_ahead_than_the_search_may_time(fake_gpu):
+    driver.tune_case(CASE, strategy="model+optuna", budget=Budget(max_trials=3, max_seconds=60.0))
+    assert len(fake_gpu) == 3

@@ -92,6 +92,13 @@ class TestStrategyContract:
         assert a.best.config == b.best.config
 
 
+def test_the_clock_never_stops_a_search_before_its_first_config():
+    spent = Budget(max_trials=10, max_seconds=5.0).spent(7.0)
+    assert spent == Budget(max_trials=10, max_seconds=0.0)
+    assert not spent.exhausted(0, started=0.0) and spent.exhausted(1, started=0.0)
+    assert Budget(max_trials=10).spent(7.0) == Budget(max_trials=10)
+
+
 @pytest.mark.parametrize("name", ["model+optuna"])
 def test_trial_budget_respected(name, ranked):
     _, timings, result = _run(name, ranked, Budget(max_trials=25))

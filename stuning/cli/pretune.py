@@ -40,7 +40,9 @@ def register(sub) -> None:
     p.add_argument("--skip", default="*embed*", help="comma-separated layer-name globs to leave dense")
     p.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
     p.add_argument("--trials", type=int, default=None, help="configs to time per problem (default: ~10%% of the space)")
-    p.add_argument("--seconds", type=float, default=None, help="time limit per problem")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="time limit per problem: compiling ahead and the search "
+                        "(re-timing the best three adds about a second)")
     p.add_argument("--device", default=None, help="target device for --strategy model (e.g. h100, a100)")
     p.add_argument("--db", default=None, metavar="DIR",
                    help="database directory to read and write (default: the device's; serve with STUNING_DB_DIR=DIR)")

@@ -12,7 +12,9 @@ def register(sub) -> None:
     add_problem_args(p)
     p.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
     p.add_argument("--trials", type=int, default=None, help="configs to time per problem (default: ~10%% of the space)")
-    p.add_argument("--seconds", type=float, default=None, help="time limit per problem")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="time limit per problem: compiling ahead and the search "
+                        "(re-timing the best three adds about a second)")
     p.add_argument("--device", default=None, help="target device for --strategy model (e.g. h100, a100)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from stuning.kernels.target import interpreting
@@ -14,9 +16,10 @@ from stuning.tuning.registry import family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
 from stuning.tuning.synthetic_timer import synthetic_timer
-from stuning.tuning.tuner import TuneOutcome, tune
+from stuning.tuning.tuner import TuneOutcome, default_budget, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
+PRECOMPILE_TIMEOUT_S = 600.0
 SUITE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -112,10 +115,17 @@ def tune_problem(
     elif measuring:
         objective = KernelObjective(problem.run, problem.reference, features.dtype)
         # The configs the search starts with compile in parallel processes while nothing else runs.
+        # That is part of the problem's time limit: a user's --seconds bounds the wall time.
+        started = time.perf_counter()
         fam = family(features.op)
+        space = fam.space(features)
+        budget = budget or default_budget(len(space))
         failing = [f.config for f in known_failures]
-        first = seeds + [c for c, _ in model.rank(features, fam.space(features))[:PRECOMPILE_TOP]]
-        precompile(precompile_as or case_like(features), [c for c in first if c.as_dict() not in failing], seed=seed)
+        first = [c for c in seeds + [c for c, _ in model.rank(features, space)[:PRECOMPILE_TOP]]
+                 if c.as_dict() not in failing]
+        precompile(precompile_as or case_like(features), first[:precompile_width(budget)], seed=seed,
+                   timeout_s=budget.max_seconds or PRECOMPILE_TIMEOUT_S)
+        budget = budget.spent(time.perf_counter() - started)
     outcome = tune(
         features, objective=objective, strategy=strategy, device=spec, model=model, budget=budget, seeds=seeds,
         exclude=known_failures, strategy_options=strategy_options,
@@ -125,6 +135,14 @@ def tune_problem(
     db.put(outcome_to_entry(outcome), key)
     db.save()
     return outcome, key
+
+
+def precompile_width(budget: Budget) -> int:
+    """How many configs to compile ahead: no more than the search may time (seeds and the model's
+    favourites come first), since compiling costs seconds per config."""
+    if budget.max_trials is None:
+        return PRECOMPILE_TOP
+    return max(1, min(PRECOMPILE_TOP, budget.max_trials))
 
 
 def known_failures_of(db, key: str) -> list:

@@ -50,10 +50,19 @@ class Budget:
     max_trials: int | None = None  # configs actually timed
     max_seconds: float | None = None
 
-    def exhausted(self, timed: int, started: float) -> bool:
+    def exhausted(self, timed: int, started: float, *, succeeded: int | None = None) -> bool:
+        """Whether to stop. The clock never stops a search before a config has run (``succeeded``,
+        default ``timed``), so a budget spent elsewhere (compiling ahead) still gives an answer."""
         if self.max_trials is not None and timed >= self.max_trials:
             return True
-        return self.max_seconds is not None and time.perf_counter() - started >= self.max_seconds
+        ran = timed if succeeded is None else succeeded
+        return self.max_seconds is not None and ran > 0 and time.perf_counter() - started >= self.max_seconds
+
+    def spent(self, seconds: float) -> Budget:
+        """This budget with ``seconds`` of its time already used."""
+        if self.max_seconds is None:
+            return self
+        return Budget(self.max_trials, max(0.0, self.max_seconds - seconds))
 
 
 class RecordingObjective:
@@ -66,6 +75,10 @@ class RecordingObjective:
     @property
     def timed(self) -> int:
         return len(self.results)
+
+    @property
+    def succeeded(self) -> int:
+        return sum(t.ok for t in self.results.values())
 
     def __call__(self, config, predicted_us: float | None = None) -> Trial:
         if config in self.results:

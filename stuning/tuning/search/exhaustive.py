@@ -18,7 +18,7 @@ class ExhaustiveSearch(SearchStrategy):
         limit = Budget(max_trials=None, max_seconds=budget.max_seconds)
         trials = []
         for config, predicted in ranked:
-            if limit.exhausted(objective.timed, start):
+            if limit.exhausted(objective.timed, start, succeeded=objective.succeeded):
                 break
             trials.append(objective(config, predicted))
         return SearchResult(self.name, trials, measured=True, seconds=time.perf_counter() - start)

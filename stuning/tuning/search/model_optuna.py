@@ -69,7 +69,8 @@ class ModelOptunaSearch(SearchStrategy):
 
         worst = max((t.time_us for t in trials if t.ok), default=0.0)
         misses = 0
-        while not budget.exhausted(objective.timed, start) and len(trials) < len(survivors):
+        while len(trials) < len(survivors) and not budget.exhausted(objective.timed, start,
+                                                                    succeeded=objective.succeeded):
             asked = study.ask(dists)
             sampled = config_type(**asked.params)
             config = sampled if sampled in predicted else self._nearest(sampled, survivors, objective)
