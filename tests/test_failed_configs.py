@@ -236,8 +236,10 @@ def test_compiling_ahead_counts_against_the_time_limit(fake_gpu, monkeypatch):
         assert timeout_s == 0.2  # the workers are stopped at the problem's time limit
         fake_gpu.extend(configs)
         time.sleep(0.3)
+        return 0
 
     monkeypatch.setattr(driver, "precompile", slow_precompile)
+    monkeypatch.setattr(driver, "PRECOMPILE_MIN_SECONDS", 0.0)
     outcome, _ = driver.tune_case(CASE, strategy="model+optuna", budget=Budget(max_trials=40, max_seconds=0.2))
     # The limit was spent compiling: the search stops at the first config that runs.
     assert len(outcome.top_k) == 1 and outcome.timed == 1 + sum(outcome.failures.values())
@@ -247,3 +249,6 @@ def test_compiling_ahead_counts_against_the_time_limit(fake_gpu, monkeypatch):
 def test_no_more_configs_compiled_ahead_than_the_search_may_time(fake_gpu):
     driver.tune_case(CASE, strategy="model+optuna", budget=Budget(max_trials=3, max_seconds=60.0))
     assert len(fake_gpu) == 3
+    fake_gpu.clear()
+    driver.tune_case(CASE, strategy="model+optuna", budget=Budget(max_trials=30, max_seconds=1.0))
+    assert fake_gpu == []  # too little time for worker processes to start

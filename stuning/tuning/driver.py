@@ -20,6 +20,7 @@ from stuning.tuning.tuner import TuneOutcome, default_budget, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
 PRECOMPILE_TIMEOUT_S = 600.0
+PRECOMPILE_MIN_SECONDS = 5.0  # a worker process spends ~3 s importing torch and building inputs
 SUITE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -140,6 +141,8 @@ def tune_problem(
 def precompile_width(budget: Budget) -> int:
     """How many configs to compile ahead: no more than the search may time (seeds and the model's
     favourites come first), since compiling costs seconds per config."""
+    if budget.max_seconds is not None and budget.max_seconds < PRECOMPILE_MIN_SECONDS:
+        return 0  # the workers would be stopped while still importing torch
     if budget.max_trials is None:
         return PRECOMPILE_TOP
     return max(1, min(PRECOMPILE_TOP, budget.max_trials))
