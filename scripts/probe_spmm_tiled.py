@@ -104,8 +104,8 @@ def main():
     device = "cuda" if torch.cuda.is_available() and not INTERP else "cpu"
     small = device == "cpu"
     shapes = [(128, 128)] if small else [(4096, 4096)]
-    ns = [16, 40] if small else [16, 128, 2048]
-    sparsities = [0.9] if small else [0.9, 0.95, 0.98]
+    ns = [16, 40] if small else [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
+    sparsities = [0.9] if small else [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
     count = 2 if small else int(os.environ.get("PROBE_CONFIGS", "12"))
     rng = random.Random(0)
     gen = torch.Generator(device=device).manual_seed(0)
