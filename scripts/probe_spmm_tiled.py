@@ -14,6 +14,13 @@ N = 16 / 128 / 2048, 90 / 95 / 98 % zeros, fp16, over a sample of configs; each 
 against a float64 reference first.
 
     PROBE_CONFIGS=12 python3 scripts/probe_spmm_tiled.py        # $OUT gets spmm_tiled_probe.json
+
+First run (H200, 2026-11-23, PROBE_NS=128,2048 PROBE_SPARSITIES=0.95 PROBE_CONFIGS=5;
+benchmarks/h200-spmm-tiled-probe/run1.json): 369 us at N = 128 and 2088 us at N = 2048 against
+cuBLAS's 9.5 / 89.6 and the CSR kernel's 38.7 / 538: 0.03-0.04x cuBLAS. Expanding R = 10-14 slots
+by compare-and-select over the whole BM x BK tile costs far more than the dot it feeds; the next
+variant to probe builds the tile in shared memory by scattered stores, or sorts W's nonzeros into
+tiles with one slot per column (ELL over columns) so each slot is a row of the tile.
 Through the interpreter (TRITON_INTERPRET=1) it only checks the design on small shapes.
 """
 
