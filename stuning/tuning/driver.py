@@ -12,7 +12,7 @@ from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 from stuning.tuning.objective import KernelObjective
 from stuning.tuning.precompile import precompile
 from stuning.tuning.problems import Problem, build_problem
-from stuning.tuning.registry import family
+from stuning.tuning.registry import budget_of, family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
 from stuning.tuning.synthetic_timer import synthetic_timer
@@ -119,7 +119,7 @@ def tune_problem(
         # That is part of the problem's time limit: a user's --seconds bounds the wall time.
         started = time.perf_counter()
         fam = family(features.op)
-        space = fam.space(features)
+        space = fam.space(features, budget_of(spec))  # the space tune() searches, so the default budget is its
         budget = budget or default_budget(len(space))
         failing = [f.config for f in known_failures]
         first = [c for c in seeds + [c for c, _ in model.rank(features, space)[:PRECOMPILE_TOP]]
