@@ -20,7 +20,11 @@ from stuning.tuning.tuner import TuneOutcome, default_budget, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
 PRECOMPILE_TIMEOUT_S = 600.0
-PRECOMPILE_MIN_SECONDS = 5.0  # a worker process spends ~3 s importing torch and building inputs
+# A worker process spends ~3 s importing torch and building inputs, then seconds per compile (a 2:4
+# wgmma kernel takes several): under this limit the workers would be stopped before they finish,
+# and the search compiles as it goes instead. On the H200, --seconds 5 with workers timed one config.
+PRECOMPILE_MIN_SECONDS = 20.0
+PRECOMPILE_SHARE = 0.5  # of a time limit, the most compiling ahead may take: the rest times configs
 SUITE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -125,7 +129,7 @@ def tune_problem(
         first = [c for c in seeds + [c for c, _ in model.rank(features, space)[:PRECOMPILE_TOP]]
                  if c.as_dict() not in failing]
         precompile(precompile_as or case_like(features), first[:precompile_width(budget)], seed=seed,
-                   timeout_s=budget.max_seconds or PRECOMPILE_TIMEOUT_S)
+                   timeout_s=precompile_timeout(budget))
         budget = budget.spent(time.perf_counter() - started)
     outcome = tune(
         features, objective=objective, strategy=strategy, device=spec, model=model, budget=budget, seeds=seeds,
@@ -146,6 +150,13 @@ def precompile_width(budget: Budget) -> int:
     if budget.max_trials is None:
         return PRECOMPILE_TOP
     return max(1, min(PRECOMPILE_TOP, budget.max_trials))
+
+
+def precompile_timeout(budget: Budget) -> float:
+    """How long the workers may compile before they are stopped."""
+    if budget.max_seconds is None:
+        return PRECOMPILE_TIMEOUT_S
+    return budget.max_seconds * PRECOMPILE_SHARE
 
 
 def known_failures_of(db, key: str) -> list:
