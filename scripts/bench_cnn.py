@@ -239,7 +239,7 @@ def base_dtype(model):
 def write_outputs(rows: list[dict], layer_rows: list[dict], args, env: dict, elapsed: float) -> None:
     import pandas as pd
 
-    from stuning.bench.report import markdown_table, plot_model_speedups
+    from stuning.bench.report import markdown_table, plot_model_speedups, pretune_text
 
     out = args.out
     df = _frame(rows, env)
@@ -257,8 +257,8 @@ def write_outputs(rows: list[dict], layer_rows: list[dict], args, env: dict, ela
         f"Command: `python3 {' '.join(sys.argv)}`", "",
         f"Device: {env['device']}; torch {env['torch']}, triton {env['triton']}, CUDA {env['cuda'] or '-'}, "
         f"cuDNN {env['cudnn'] or '-'}; dtype {args.dtype}, channels-last, {args.resolution}x{args.resolution} "
-        f"inputs, cudnn.benchmark on, TF32 off; pretune {args.strategy} (trials {args.trials}, {args.seconds:g} s "
-        f"per problem); {elapsed:.0f} s in all.", "",
+        f"inputs, cudnn.benchmark on, TF32 off; pretune {pretune_text(args.strategy, args.trials, args.seconds)}; "
+        f"{elapsed:.0f} s in all.", "",
         "Forward latency (us, median) and speedup of stuning over dense (>1: stuning faster). Errors: relative "
         f"Frobenius error of the logits against the fp32 dense network with the same zeros (tolerance "
         f"{MODEL_TOLERANCE[args.dtype]:g}).", "",

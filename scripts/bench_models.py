@@ -199,7 +199,7 @@ def results_frame(rows: list[dict], env: dict):
 
 
 def write_outputs(rows: list[dict], args, env: dict, elapsed: float) -> None:
-    from stuning.bench.report import markdown_table, plot_model_speedups
+    from stuning.bench.report import markdown_table, plot_model_speedups, pretune_text
 
     out = args.out
     df = results_frame(rows, env)
@@ -213,8 +213,8 @@ def write_outputs(rows: list[dict], args, env: dict, elapsed: float) -> None:
         "# End-to-end models: stuning SparseLinear vs dense, torch.sparse CSR and cuSPARSELt", "",
         f"Command: `python3 {' '.join(sys.argv)}`", "",
         f"Device: {env['device']}; torch {env['torch']}, triton {env['triton']}, CUDA {env['cuda'] or '-'}, "
-        f"cuSPARSELt {env['cusparselt'] or '-'}; dtype {args.dtype}; pretune strategy {args.strategy} "
-        f"(trials {args.trials}, {args.seconds:g} s per problem); {elapsed:.0f} s in all.", "",
+        f"cuSPARSELt {env['cusparselt'] or '-'}; dtype {args.dtype}; pretune "
+        f"{pretune_text(args.strategy, args.trials, args.seconds)}; {elapsed:.0f} s in all.", "",
         "Forward latency (us, median; `timing` in results.csv says do_bench or CUDA graph) and speedups of "
         "stuning (>1: stuning faster). `stuning_err`: relative error against the fp32 dense model with the "
         f"same zeros (tolerance {MODEL_TOLERANCE[args.dtype]:g}).", "",

@@ -111,6 +111,15 @@ def _plain(v):
     return v
 
 
+def pretune_text(strategy: str, trials: int, seconds: float) -> str:
+    """How a run pretuned, for its summary: a budget only where the strategy times configs."""
+    from stuning.tuning.search import STRATEGIES
+
+    if not STRATEGIES[strategy].measures:
+        return f"{strategy} (the cost model's pick; nothing timed)"
+    return f"{strategy} (at most {trials} configs and {seconds:g} s per problem)"
+
+
 def interpreter_note(df: pd.DataFrame) -> str:
     """A line for results timed through the interpreter (empty for GPU times)."""
     if "timing" in df and (df["timing"] == WALL_CLOCK).any():
