@@ -156,3 +156,22 @@ def test_model_ranks_both_spmm_kernels():
     f = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16", row_cv=0.3)
     ranked = model.rank(f, family("spmm").space(f, budget_of(H100)))
     assert {c.kernel for c, _ in ranked[: len(ranked) // 2]} == {"csr", "sell"}
+
+
+@pytest.mark.parametrize("density", [0.3, 0.1])
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 256), (768, 3072, 2048)])
+@pytest.mark.filterwarnings("ignore::stuning.db.tuning_db.StaleEntriesWarning")  # only its fit is read
+def test_fp32_sddmm_is_not_sent_to_the_exact_fp32_dot(m, n, k, density):
+    """Recorded on the H200 (BENCHMARKS 7d): the tiled kernel's exact fp32 ``tl.dot`` ran at ~7
+    TFLOP/s, 7-10x slower than the gather kernel at 70-90% zeros, yet the model picked it there."""
+    from stuning.db import TuningDB
+    from stuning.db.paths import shipped_dir
+    from stuning.tuning.session import model_for
+
+    h200 = spec_for("h200")
+    shipped = TuningDB.open(h200.name, search_path=[shipped_dir()])
+    assert shipped.model_coefficients  # the fit the H200's users get
+    for model in (CostModel(h200), model_for(shipped, h200)):
+        f = synthetic_sddmm_features(m, n, k, density, "float32")
+        ranked = model.rank(f, family("sddmm").space(f, budget_of(spec_for("h200"))))
+        assert ranked[0][0].kernel == "gather"
