@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stuning.cli.errors import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
-from stuning.cli.problems import parse_fraction, split_list
+from stuning.cli.problems import add_search_args, parse_fraction, split_list
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -38,12 +38,7 @@ def register(sub) -> None:
     p.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="serve in this dtype (default: the weights')")
     p.add_argument("--min-size", type=int, default=None, help="leave weights with fewer entries dense")
     p.add_argument("--skip", default="*embed*", help="comma-separated layer-name globs to leave dense")
-    p.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
-    p.add_argument("--trials", type=int, default=None, help="configs to time per problem (default: ~10%% of the space)")
-    p.add_argument("--seconds", type=float, default=None,
-                   help="time limit per problem: compiling ahead and the search "
-                        "(re-timing the best three adds about a second)")
-    p.add_argument("--device", default=None, help="target device for --strategy model (e.g. h100, a100)")
+    add_search_args(p)
     p.add_argument("--db", default=None, metavar="DIR",
                    help="database directory to read and write (default: the device's; serve with STUNING_DB_DIR=DIR)")
     p.add_argument("--no-check", action="store_true",

@@ -24,6 +24,16 @@ def add_problem_args(p: argparse.ArgumentParser) -> None:
                    help="use a preset of the standard suite instead of the grid options")
 
 
+def add_search_args(p: argparse.ArgumentParser) -> None:
+    """How a problem is searched: what ``tune`` and ``pretune`` share."""
+    p.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
+    p.add_argument("--trials", type=int, default=None, help="configs to time per problem (default: ~10%% of the space)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="time limit per problem, compiling included: from 20 s up, the first configs compile "
+                        "in parallel in at most half of it (re-timing the best three adds about a second)")
+    p.add_argument("--device", default=None, help="target device for --strategy model (e.g. h100, a100)")
+
+
 def split_list(text: str, what: str, conv):
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:

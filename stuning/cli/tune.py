@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from stuning.cli.errors import EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_us, print_json, progress, table
-from stuning.cli.problems import add_problem_args, cases_from_args
+from stuning.cli.problems import add_problem_args, add_search_args, cases_from_args
 
 
 def register(sub) -> None:
     p = sub.add_parser("tune", help="tune problems and store the winners in the tuning database")
     add_problem_args(p)
-    p.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
-    p.add_argument("--trials", type=int, default=None, help="configs to time per problem (default: ~10%% of the space)")
-    p.add_argument("--seconds", type=float, default=None,
-                   help="time limit per problem: compiling ahead and the search "
-                        "(re-timing the best three adds about a second)")
-    p.add_argument("--device", default=None, help="target device for --strategy model (e.g. h100, a100)")
+    add_search_args(p)
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)
 
