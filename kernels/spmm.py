@@ -45,6 +45,7 @@ def _spmm_kernel(
     ROW_ALIGN: tl.constexpr,
     EVEN_N: tl.constexpr,
     SWIZZLE: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -71,22 +72,45 @@ def _spmm_kernel(
     # (shuffles and shared memory; half the loop's instructions in sm_90a SASS when it ran every
     # step), so it runs once after the loop.
     acc = tl.zeros((ROWS, NNZ_STEP, BLOCK_N), dtype=tl.float32)
-    for step in range(0, max_len, NNZ_STEP):
-        offs_k = step + tl.arange(0, NNZ_STEP)
-        k_ok = offs_k[None, :] < length[:, None]
-        idx = start[:, None] + offs_k[None, :]
-        cols = tl.load(col_ptr + idx, mask=k_ok, other=0).to(tl.int64)
-        # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
-        vals = tl.load(val_ptr + idx, mask=k_ok, other=0.0).to(tl.float32)
-        b_ptrs = b_ptr + cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn
-        if EVEN_N:
-            b = tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
-        else:
-            b = tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
-        acc += vals[:, :, None] * b.to(tl.float32)
+    if PREFETCH:
+        # A step's gather needs its column indices, which come from memory too: loading the next
+        # step's indices and values before waiting on this step's gather leaves one memory latency
+        # per step instead of two (num_stages cannot: the gather's addresses are loaded values).
+        cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, 0, NNZ_STEP)
+        for step in range(0, max_len, NNZ_STEP):
+            b = _gather_b(b_ptr, cols, k_ok, offs_n, n_ok, stride_bk, stride_bn, EVEN_N)
+            cols, vals_next, k_ok = _load_step(col_ptr, val_ptr, start, length, step + NNZ_STEP, NNZ_STEP)
+            acc += vals[:, :, None] * b.to(tl.float32)
+            vals = vals_next
+    else:
+        for step in range(0, max_len, NNZ_STEP):
+            cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP)
+            b = _gather_b(b_ptr, cols, k_ok, offs_n, n_ok, stride_bk, stride_bn, EVEN_N)
+            acc += vals[:, :, None] * b.to(tl.float32)
 
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
     tl.store(y_ptrs, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP: tl.constexpr):
+    """Column indices and values (upcast to fp32) of the rows' nonzeros ``step .. step + NNZ_STEP``."""
+    offs_k = step + tl.arange(0, NNZ_STEP)
+    k_ok = offs_k[None, :] < length[:, None]
+    idx = start[:, None] + offs_k[None, :]
+    cols = tl.load(col_ptr + idx, mask=k_ok, other=0).to(tl.int64)
+    # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
+    vals = tl.load(val_ptr + idx, mask=k_ok, other=0.0).to(tl.float32)
+    return cols, vals, k_ok
+
+
+@triton.jit
+def _gather_b(b_ptr, cols, k_ok, offs_n, n_ok, stride_bk, stride_bn, EVEN_N: tl.constexpr):
+    """The rows of B the nonzeros select, as a (ROWS, NNZ_STEP, BLOCK_N) tile."""
+    b_ptrs = b_ptr + cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn
+    if EVEN_N:
+        return tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
+    return tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
 
 
 @dataclass(frozen=True)
@@ -102,10 +126,14 @@ class SpMMConfig:
     # slice height, ``nnz_step`` the unit slices are padded to, ``swizzle`` slices of sorted rows).
     # Last, with a default, so configs stored before it existed still load (as CSR configs).
     kernel: str = "csr"
+    # Load the next step's indices and values before waiting on this step's gather (CSR kernel).
+    prefetch: bool = False
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"SpMMConfig: unknown kernel {self.kernel!r}; use one of {KERNELS}")
+        if self.prefetch and self.kernel != "csr":
+            raise ValueError(f"SpMMConfig: prefetch is a CSR-kernel option; kernel {self.kernel!r} has none")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -167,6 +195,7 @@ def spmm(
         ROW_ALIGN=min(pad_to, config.nnz_step),
         EVEN_N=n % config.block_n == 0,
         SWIZZLE=config.swizzle,
+        PREFETCH=config.prefetch,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )

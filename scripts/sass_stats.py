@@ -58,9 +58,10 @@ def _semi24_config(text: str):
 
 def _spmm_config(kernel: str):
     def parse(text: str):
-        tiles, vec, warps, stages = text.split(":")
+        tiles, vec, warps, stages, *flags = text.split(":")
         rows, step, bn = (int(v) for v in tiles.split("x"))
-        return spmm.SpMMConfig(rows, step, bn, int(vec), True, int(warps), int(stages), kernel)
+        return spmm.SpMMConfig(rows, step, bn, int(vec), True, int(warps), int(stages), kernel,
+                               prefetch=flags == ["p"])
     return parse
 
 
@@ -76,11 +77,12 @@ KERNELS = {
         lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
                            "SPLIT_K": c.split_k, "EVEN_K": not ragged, "UPCAST": False, "stride_xn": 1, "stride_yn": 1},
         {"mask_ptr": "*i32"}, "W element", lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps)), _semi24_config),
-    # ROWSxSTEPxBN:VEC:WARPS:STAGES
+    # ROWSxSTEPxBN:VEC:WARPS:STAGES, and :p for the CSR kernel's prefetch
     "spmm": (KernelSpec(
         spmm._spmm_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,4x16x32:8:4:2,8x16x64:8:4:2,4x16x128:8:4:2",
         lambda c, ragged: {"ROWS": c.rows, "NNZ_STEP": c.nnz_step, "BLOCK_N": c.block_n, "VEC": c.vec,
-                           "ROW_ALIGN": 8, "EVEN_N": True, "SWIZZLE": c.swizzle, "stride_bn": 1, "stride_yn": 1},
+                           "ROW_ALIGN": 8, "EVEN_N": True, "SWIZZLE": c.swizzle, "PREFETCH": c.prefetch, "stride_bn": 1,
+                           "stride_yn": 1},
         {"crow_ptr": "*i32", "col_ptr": "*i32", "row_order_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("csr")),
     "spmm-sell": (KernelSpec(

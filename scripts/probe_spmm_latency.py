@@ -1,0 +1,129 @@
+"""Probe the CSR SpMM kernel's step latency on the GPU: prefetching the next step, and longer steps.
+
+At decode sizes (N <= 128) the CSR kernel is far from its memory bound: at 95% zeros, 4096 x 4096,
+N = 16 it moves about 5 MB in 8.4 us (BENCHMARKS.md 7c), where 5 MB take about 1 us. Its SASS
+(scripts/sass_stats.py) shows why: every step loads the rows' column indices, then gathers the rows
+of B those indices name, then waits for both before the next step's loads: two dependent memory
+latencies per step, and all of a wave's programs are resident at once, so nothing else hides them.
+
+Two ways to shorten that chain, both in ``stuning.kernels.spmm``:
+
+* ``prefetch=True``: load the next step's indices and values before waiting on this step's gather
+  (in sm_90a SASS the next step's loads are issued right after the gather's), one latency a step;
+* longer steps (``nnz_step`` 64 and 128, outside the tuner's space today): fewer steps, more loads
+  in flight per step.
+
+For each problem (4096 x 4096 fp16, uniform rows, ``PROBE_SPARSITIES`` x ``PROBE_NS``) it times, with
+CUDA-graph replays: dense cuBLAS, stuning's own pick (``config=None``: the shipped database, else
+the cost model), that pick with ``prefetch``, and a grid of configs around the decode picks with
+and without ``prefetch``. Every config is checked against a float64 reference first.
+
+    python3 scripts/probe_spmm_latency.py            # $OUT/spmm_latency_probe.json, a table last
+    TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_spmm_latency.py   # tiny, CPU
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import sys
+
+import torch
+
+SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
+NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
+SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
+SIZE = 64 if SMOKE else 4096
+
+
+def grid(n: int):
+    """The configs around the decode picks (rows, nnz_step, block_n, warps), each without and with
+    prefetch."""
+    from stuning.kernels.spmm import SpMMConfig
+
+    block_ns = [16] if n <= 16 else [32, 64]
+    for rows, step, bn, warps in itertools.product((1, 2, 4), (16, 32, 64, 128), block_ns, (2, 4)):
+        tile = rows * step * bn
+        if tile // (32 * warps) > 128 or tile < 32 * warps:
+            continue  # the tuner's own register and occupancy limits (spmm.tile_configs)
+        for prefetch in (False, True):
+            yield SpMMConfig(rows, step, bn, 4, False, warps, 1, "csr", prefetch)
+
+
+def timer(fn) -> float:
+    if SMOKE:
+        fn()
+        return float("nan")
+    import triton.testing
+
+    return triton.testing.do_bench_cudagraph(fn) * 1e3
+
+
+def check(y: torch.Tensor, ref: torch.Tensor, what: str) -> None:
+    err = (y.double() - ref).norm() / max(ref.norm(), 1e-30)
+    if not err < 1e-2:
+        raise AssertionError(f"{what}: relative error {err:.2e} against the float64 reference")
+
+
+def main() -> int:
+    import stuning
+    from stuning.ops.inputs import tuned_config
+    from stuning.ops.spmm import spmm_features
+
+    device = "cpu" if SMOKE else "cuda"
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    rows_out = []
+    for sparsity, n in itertools.product(SPARSITIES, NS if not SMOKE else [16]):
+        w = torch.randn(SIZE, SIZE, generator=gen)
+        w = (w * (torch.rand(SIZE, SIZE, generator=gen) >= sparsity)).half().to(device)
+        x = torch.randn(SIZE, n, generator=gen).half().to(device)
+        ref = w.double() @ x.double()
+        a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+        row = {"m": SIZE, "k": SIZE, "n": n, "sparsity": sparsity, "nnz": a.nnz}
+        row["cublas_us"] = timer(lambda w=w, x=x: w @ x)
+        pick = tuned_config(a, "spmm", n, a.dtype, lambda a=a, n=n: spmm_features(a, n))  # what spmm(a, x) runs
+        candidates = {"pick": pick}
+        if pick.kernel == "csr":
+            candidates["pick+prefetch"] = dataclasses.replace(pick, prefetch=True)
+        for cfg in grid(n):
+            candidates.setdefault(json.dumps(dataclasses.asdict(cfg), sort_keys=True), cfg)
+        times = {}
+        for name, cfg in candidates.items():
+            try:
+                check(stuning.spmm(a, x, config=cfg), ref, name)
+            except Exception as e:  # a config that fails to compile or run is reported, not fatal
+                times[name] = {"config": dataclasses.asdict(cfg), "error": str(e).splitlines()[0][:200]}
+                continue
+            t = timer(lambda cfg=cfg, a=a, x=x: stuning.spmm(a, x, config=cfg))
+            times[name] = {"config": dataclasses.asdict(cfg), "us": t}
+            if SMOKE and len(times) >= 4:
+                break
+        row["auto_us"] = timer(lambda a=a, x=x: stuning.spmm(a, x))
+        row["pick"] = dataclasses.asdict(pick)
+        ok = [v for v in times.values() if "us" in v]
+        for flag in (False, True):
+            best = min((v for v in ok if v["config"]["prefetch"] == flag), key=lambda v: v["us"], default=None)
+            key = "prefetch" if flag else "plain"
+            row[f"best_{key}_us"] = best["us"] if best else None
+            row[f"best_{key}_config"] = best["config"] if best else None
+        row["configs"] = times
+        rows_out.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
+
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "spmm_latency_probe.json"), "w") as f:
+            json.dump(rows_out, f, indent=1)
+    print(f"{'n':>5} {'sparsity':>8} {'cublas':>8} {'auto':>8} {'plain':>8} {'prefetch':>8} "
+          f"{'plain/cublas':>12} {'prefetch/cublas':>15}")
+    for r in rows_out:
+        plain, pre = r["best_plain_us"] or float("nan"), r["best_prefetch_us"] or float("nan")
+        print(f"{r['n']:>5} {r['sparsity']:>8} {r['cublas_us']:>8.1f} {r['auto_us']:>8.1f} {plain:>8.1f} "
+              f"{pre:>8.1f} {r['cublas_us'] / plain:>12.2f} {r['cublas_us'] / pre:>15.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
