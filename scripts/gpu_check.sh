@@ -57,8 +57,12 @@ run_phase() {
     phase sddmm-bench sh -c 'stuning bench --suite full --ops sddmm --shapes attention --ks 64,128 \
       --sparsities 80,90,95,98 --dtypes fp16,bf16 --configs auto --out "$PHASE_OUT"'
     ;;
+  spmm-latency)
+    # The CSR kernel's prefetch and longer steps against its plain loop and cuBLAS (decode sizes).
+    phase spmm-latency env OUT="$OUT/spmm-latency" python3 scripts/probe_spmm_latency.py
+    ;;
   *)
-    echo "gpu_check.sh: unknown phase $1 (tests, semi24, spmm, sddmm)" >&2
+    echo "gpu_check.sh: unknown phase $1 (tests, semi24, spmm, sddmm, spmm-latency)" >&2
     exit 2
     ;;
   esac
