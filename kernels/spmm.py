@@ -35,6 +35,7 @@ def _spmm_kernel(
     N,
     stride_bk,
     stride_bn,
+    stride_b_block,  # from one BLOCK_N-wide column block of B to the next (BLOCK_N * stride_bn unless reblocked)
     stride_ym,
     stride_yn,
     # template parameters
@@ -67,6 +68,10 @@ def _spmm_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_n = tl.max_contiguous(tl.multiple_of(offs_n, VEC), VEC)
     n_ok = offs_n < N
+    # B's columns of this program, addressed within its column block: B may be stored block by
+    # block ([N / BLOCK_N, K, BLOCK_N]) so that one block's K rows are contiguous.
+    b_block = b_ptr + pid_n.to(tl.int64) * stride_b_block
+    offs_bn = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_N), VEC), VEC)
 
     # Partial sums per (row, step slot): the reduction over the step axis crosses threads
     # (shuffles and shared memory; half the loop's instructions in sm_90a SASS when it ran every
@@ -78,14 +83,14 @@ def _spmm_kernel(
         # per step instead of two (num_stages cannot: the gather's addresses are loaded values).
         cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, 0, NNZ_STEP)
         for step in range(0, max_len, NNZ_STEP):
-            b = _gather_b(b_ptr, cols, k_ok, offs_n, n_ok, stride_bk, stride_bn, EVEN_N)
+            b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
             cols, vals_next, k_ok = _load_step(col_ptr, val_ptr, start, length, step + NNZ_STEP, NNZ_STEP)
             acc += vals[:, :, None] * b.to(tl.float32)
             vals = vals_next
     else:
         for step in range(0, max_len, NNZ_STEP):
             cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP)
-            b = _gather_b(b_ptr, cols, k_ok, offs_n, n_ok, stride_bk, stride_bn, EVEN_N)
+            b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
             acc += vals[:, :, None] * b.to(tl.float32)
 
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
@@ -105,9 +110,9 @@ def _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP: tl.constexpr):
 
 
 @triton.jit
-def _gather_b(b_ptr, cols, k_ok, offs_n, n_ok, stride_bk, stride_bn, EVEN_N: tl.constexpr):
-    """The rows of B the nonzeros select, as a (ROWS, NNZ_STEP, BLOCK_N) tile."""
-    b_ptrs = b_ptr + cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn
+def _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N: tl.constexpr):
+    """The rows of B the nonzeros select, as a (ROWS, NNZ_STEP, BLOCK_N) tile of one column block."""
+    b_ptrs = b_block + cols[:, :, None] * stride_bk + offs_bn[None, None, :] * stride_bn
     if EVEN_N:
         return tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
     return tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
@@ -186,6 +191,7 @@ def spmm(
         n,
         b.stride(0),
         b.stride(1),
+        config.block_n * b.stride(1),
         out.stride(0),
         out.stride(1),
         ROWS=config.rows,

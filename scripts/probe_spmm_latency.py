@@ -13,6 +13,12 @@ Two ways to shorten that chain, both in ``stuning.kernels.spmm``:
 * longer steps (``nnz_step`` 64 and 128, outside the tuner's space today): fewer steps, more loads
   in flight per step.
 
+And one way to cut the L2 traffic at wide N, where every nonzero gathers BLOCK_N columns of a row
+of B from L2 (1.4 GB at 98%, N = 2048): B stored column block by column block
+([N / BLOCK_N, K, BLOCK_N], ``reblocked``), so that the K rows of the block all of a wave's programs
+work on are contiguous: 128 KB at BLOCK_N = 16, which an SM's L1 holds, where the row-major layout
+spreads them over 4096 lines (one per row) that it cannot. The copy is timed apart (``reblock_us``).
+
 For each problem (4096 x 4096 fp16, uniform rows, ``PROBE_SPARSITIES`` x ``PROBE_NS``) it times, with
 CUDA-graph replays: dense cuBLAS, stuning's own pick (``config=None``: the shipped database, else
 the cost model), that pick with ``prefetch``, and a grid of configs around the decode picks with
@@ -29,13 +35,15 @@ import itertools
 import json
 import os
 import sys
+import time
 
 import torch
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
-NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
+NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
 SIZE = 64 if SMOKE else 4096
+SECONDS = float(os.environ.get("PROBE_SECONDS", "330"))  # no new problem starts after this long
 
 
 def grid(n: int):
@@ -43,8 +51,9 @@ def grid(n: int):
     prefetch."""
     from stuning.kernels.spmm import SpMMConfig
 
-    block_ns = [16] if n <= 16 else [32, 64]
-    for rows, step, bn, warps in itertools.product((1, 2, 4), (16, 32, 64, 128), block_ns, (2, 4)):
+    block_ns = [16] if n <= 16 else [16, 32, 64]
+    steps, warp_counts = ((16, 32, 64, 128), (2, 4)) if n <= 128 else ((16, 32, 64), (4,))  # wide N: fewer
+    for rows, step, bn, warps in itertools.product((1, 2, 4), steps, block_ns, warp_counts):
         tile = rows * step * bn
         if tile // (32 * warps) > 128 or tile < 32 * warps:
             continue  # the tuner's own register and occupancy limits (spmm.tile_configs)
@@ -61,6 +70,28 @@ def timer(fn) -> float:
     return triton.testing.do_bench_cudagraph(fn) * 1e3
 
 
+def spmm_reblocked(a, xb, n: int, cfg):
+    """The CSR kernel on B stored as [N / BLOCK_N, K, BLOCK_N] (the probe's own launch: the library
+    launcher takes B row-major)."""
+    import triton
+    from stuning.kernels import spmm as spmm_kernel
+
+    m, k, bn = a.shape[0], xb.shape[1], cfg.block_n
+    out = torch.empty((m, n), dtype=xb.dtype, device=xb.device)
+    spmm_kernel._spmm_kernel[(triton.cdiv(m, cfg.rows), triton.cdiv(n, bn))](
+        a.crow, a.col, a.values, a.crow, xb, out, m, n,
+        bn, 1, k * bn, out.stride(0), out.stride(1),
+        ROWS=cfg.rows, NNZ_STEP=cfg.nnz_step, BLOCK_N=bn, VEC=cfg.vec, ROW_ALIGN=min(a.pad_to, cfg.nnz_step),
+        EVEN_N=True, SWIZZLE=False, PREFETCH=cfg.prefetch, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def reblock(x: torch.Tensor, bn: int) -> torch.Tensor:
+    k, n = x.shape
+    return x.view(k, n // bn, bn).permute(1, 0, 2).contiguous()
+
+
 def check(y: torch.Tensor, ref: torch.Tensor, what: str) -> None:
     err = (y.double() - ref).norm() / max(ref.norm(), 1e-30)
     if not err < 1e-2:
@@ -68,6 +99,8 @@ def check(y: torch.Tensor, ref: torch.Tensor, what: str) -> None:
 
 
 def main() -> int:
+    from stuning.kernels.spmm import SpMMConfig
+
     import stuning
     from stuning.ops.inputs import tuned_config
     from stuning.ops.spmm import spmm_features
@@ -75,7 +108,11 @@ def main() -> int:
     device = "cpu" if SMOKE else "cuda"
     gen = torch.Generator(device="cpu").manual_seed(0)
     rows_out = []
-    for sparsity, n in itertools.product(SPARSITIES, NS if not SMOKE else [16]):
+    started = time.perf_counter()
+    for n, sparsity in itertools.product(NS if not SMOKE else [16], SPARSITIES):
+        if time.perf_counter() - started > SECONDS:
+            print(f"stopped before n={n} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
+            break
         w = torch.randn(SIZE, SIZE, generator=gen)
         w = (w * (torch.rand(SIZE, SIZE, generator=gen) >= sparsity)).half().to(device)
         x = torch.randn(SIZE, n, generator=gen).half().to(device)
@@ -108,20 +145,50 @@ def main() -> int:
             key = "prefetch" if flag else "plain"
             row[f"best_{key}_us"] = best["us"] if best else None
             row[f"best_{key}_config"] = best["config"] if best else None
+        # The fastest plain and prefetching configs again on reblocked B, and at BLOCK_N 16 and 32.
+        reblocked = {}
+        tried = set()
+        for key in ("plain", "prefetch"):
+            best = row[f"best_{key}_config"]
+            if best is None:
+                continue
+            for bn in sorted({best["block_n"], 16, 32}):
+                cfg = SpMMConfig(**{**best, "block_n": bn, "swizzle": False, "kernel": "csr"})
+                if n % bn or cfg in tried:
+                    continue
+                tried.add(cfg)
+                name = f"{key}-bn{bn}"
+                try:
+                    xb = reblock(x, bn)
+                    check(spmm_reblocked(a, xb, n, cfg), ref, name)
+                    reblocked[name] = {"config": dataclasses.asdict(cfg),
+                                       "us": timer(lambda a=a, xb=xb, n=n, cfg=cfg: spmm_reblocked(a, xb, n, cfg)),
+                                       "reblock_us": timer(lambda x=x, bn=bn: reblock(x, bn))}
+                except Exception as e:
+                    reblocked[name] = {"config": dataclasses.asdict(cfg), "error": str(e).splitlines()[0][:200]}
+        done = [v for v in reblocked.values() if "us" in v]
+        best_rb = min(done, key=lambda v: v["us"], default=None)
+        row["best_reblocked_us"] = best_rb["us"] if best_rb else None
+        row["best_reblocked_config"] = best_rb["config"] if best_rb else None
+        row["reblock_us"] = best_rb["reblock_us"] if best_rb else None
+        row["reblocked"] = reblocked
         row["configs"] = times
         rows_out.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("configs", "reblocked")}), flush=True)
 
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "spmm_latency_probe.json"), "w") as f:
             json.dump(rows_out, f, indent=1)
-    print(f"{'n':>5} {'sparsity':>8} {'cublas':>8} {'auto':>8} {'plain':>8} {'prefetch':>8} "
-          f"{'plain/cublas':>12} {'prefetch/cublas':>15}")
+    print(f"{'n':>5} {'sparsity':>8} {'cublas':>8} {'auto':>8} {'plain':>8} {'prefetch':>8} {'reblocked':>9} "
+          f"{'copy':>6}   speedup over cuBLAS: plain prefetch reblocked")
+    nan = float("nan")
     for r in rows_out:
-        plain, pre = r["best_plain_us"] or float("nan"), r["best_prefetch_us"] or float("nan")
+        plain, pre = r["best_plain_us"] or nan, r["best_prefetch_us"] or nan
+        rb, copy = r["best_reblocked_us"] or nan, r["reblock_us"] or nan
         print(f"{r['n']:>5} {r['sparsity']:>8} {r['cublas_us']:>8.1f} {r['auto_us']:>8.1f} {plain:>8.1f} "
-              f"{pre:>8.1f} {r['cublas_us'] / plain:>12.2f} {r['cublas_us'] / pre:>15.2f}")
+              f"{pre:>8.1f} {rb:>9.1f} {copy:>6.1f}   {r['cublas_us'] / plain:>5.2f} {r['cublas_us'] / pre:>5.2f} "
+              f"{r['cublas_us'] / rb:>5.2f}")
     return 0
 
 
