@@ -110,6 +110,29 @@ def isolated_db_dirs(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def fake_measuring(monkeypatch):
+    """The driver's measuring path on a CPU: every config times at 5 us and the dense baselines
+    take the times the test appends to the returned list, in order (no GPU, nothing checked)."""
+    import stuning.tuning.driver as driver
+
+    class FiveMicroseconds:
+        def __init__(self, run, reference, dtype):
+            pass
+
+        def __call__(self, config):
+            return 5.0
+
+    dense_times: list[float] = []
+    monkeypatch.setattr(driver, "can_measure", lambda: True)
+    monkeypatch.setattr(driver, "measuring_device", lambda: "cpu")
+    monkeypatch.setattr(driver, "KernelObjective", FiveMicroseconds)
+    monkeypatch.setattr(driver, "precompile", lambda *a, **k: 0)
+    monkeypatch.setattr(driver, "bench_us", lambda fn: (dense_times.pop(0), "do_bench"))
+    monkeypatch.setattr("stuning.tuning.tuner.retime_alternating", lambda fns, **k: dict.fromkeys(fns, 5.0))
+    return dense_times
+
+
+@pytest.fixture
 def device() -> str:
     return "cuda" if HAS_CUDA else "cpu"
 

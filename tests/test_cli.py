@@ -47,6 +47,16 @@ def test_tune_then_db_commands(db_dir, tmp_path, capsys):
     assert isinstance(_json(capsys, ["db", "misses", "--json"])["misses"], dict)
 
 
+def test_measured_tune_reports_and_stores_the_dense_baseline(db_dir, capsys, fake_measuring):
+    fake_measuring.extend([10.0, 2.0])  # configs all time at 5 us
+    out = _json(capsys, ["tune", "--op", "spmm", "--shape", "32x64", "--n", "16,24", "--sparsity", "0.8",
+                         "--dtype", "fp16", "--trials", "2", "--json"])
+    assert [(r["dense_us"], r["speedup_vs_dense"]) for r in out["results"]] == [(10.0, 2.0), (2.0, 0.4)]
+    assert main(["db", "show"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "vs dense" in shown and "2.00x" in shown and "0.40x" in shown
+
+
 @pytest.mark.parametrize(
     "argv,code,needle",
     [

@@ -39,6 +39,16 @@ def test_model_json_then_resumed(db_dir, capsys):
     assert again["tuned"] == 0 and again["skipped"] == 4
 
 
+def test_measured_table_compares_each_problem_with_its_dense_layer(db_dir, capsys, fake_measuring):
+    fake_measuring.extend([4.0, 10.0, 20.0, 2.5])  # configs all time at 5 us
+    argv = ["pretune", "--model", "stuning.nn.examples:tiny_mlp", "--sparsity", "0.8", "--min-size", "0",
+            "--tokens", "16,40", "--trials", "2", "--db", str(db_dir), "--workers", "1"]
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "vs dense" in out and "0.50x" in out and "4.00x" in out
+    assert "2 of 4 timed problems run faster than their dense layer; 2 slower (down to 0.50x)" in out
+
+
 @pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
 def test_weights_file_2_4_tables(db_dir, tmp_path, capsys, suffix):
     state = tiny_mlp().half().state_dict()

@@ -44,14 +44,14 @@ pytestmark = pytest.mark.usefixtures("isolated_db_dirs")
 
 
 def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=None, measured=True,
-          env=None, top_k=(), updated="2025-01-01T00:00:00+00:00", predicted_us=None) -> DBEntry:
+          env=None, top_k=(), updated="2025-01-01T00:00:00+00:00", predicted_us=None, dense_us=None) -> DBEntry:
     config = {"BLOCK_M": 32} if config is None else config
     return DBEntry(
         op=op, dtype=dtype, features=features if features is not None else {"m": 4096, "k": 4096, "n": 128},
         best=TimedConfig(config, time_us if measured else None),
         top_k=[TimedConfig(c, t if measured else None) for c, t in top_k],
         predicted_us=predicted_us, measured=measured,
-        env=(env or ENV).entry_env(), updated=updated,
+        env=(env or ENV).entry_env(), updated=updated, dense_us=dense_us,
     )
 
 
@@ -93,6 +93,25 @@ def test_entry_json_round_trip_and_validation():
         DBEntry.from_json(bad)
     with pytest.raises(ValueError, match="unknown field"):
         DBEntry.from_json(e.to_json() | {"extra": 1})
+
+
+def test_dense_time_round_trips_and_is_optional():
+    e = entry(8.0, dense_us=12.0)
+    assert DBEntry.from_json(json.loads(json.dumps(e.to_json()))) == e
+    assert e.speedup_vs_dense == pytest.approx(1.5)
+    assert "dense_us" not in entry(8.0).to_json()  # entries without it keep their old form
+    assert entry(8.0).speedup_vs_dense is None and entry(measured=False, dense_us=3.0).speedup_vs_dense is None
+    for bad in (0, -1.0, "fast"):
+        with pytest.raises(ValueError, match="dense_us"):
+            DBEntry.from_json(e.to_json() | {"dense_us": bad})
+
+
+def test_merged_entries_keep_the_lower_dense_time():
+    fast, slow = entry(5.0, {"c": 1}), entry(8.0, {"c": 2}, dense_us=20.0)
+    assert merge_entries(fast, slow).dense_us == 20.0 == merge_entries(slow, fast).dense_us
+    assert merge_entries(entry(5.0, dense_us=30.0), slow).dense_us == 20.0
+    other = entry(1.0, env=Environment(DEVICE, triton="2.0.0"), updated="2024-01-01T00:00:00+00:00", dense_us=1.0)
+    assert merge_entries(other, slow).dense_us == 20.0  # another environment's timing is not carried over
 
 
 # -- round trip ------------------------------------------------------------------------------------
@@ -171,10 +190,13 @@ def test_entries_from_another_environment_yield_to_the_newer():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0]), st.integers(0, 3), st.booleans()),
+@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0]), st.integers(0, 3), st.booleans(),
+                          st.sampled_from([None, 4.0, 5.0])),
                 min_size=2, max_size=5))
 def test_merge_is_order_independent(specs):
-    entries = [entry(t, {"c": c}, measured=m, top_k=[({"c": c + 1}, t + 1)]) for t, c, m in specs]
+    # As the tuner writes them: the best config heads its top-k list.
+    entries = [entry(t, {"c": c}, measured=m, top_k=[({"c": c}, t), ({"c": c + 1}, t + 1)], dense_us=d)
+               for t, c, m, d in specs]
     forward, backward = entries[0], entries[-1]
     for e in entries[1:]:
         forward = merge_entries(forward, e)

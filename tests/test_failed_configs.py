@@ -164,11 +164,32 @@ def fake_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(driver, "KernelObjective", StandIn)
     precompiled = []
     monkeypatch.setattr(driver, "precompile", lambda case, configs, **_: precompiled.extend(configs))
+    monkeypatch.setattr(driver, "bench_us", lambda fn: (DENSE_US, "do_bench"))  # the dense baseline
     StandIn.calls = {}
     return precompiled
 
 
 CASE = SpMMCase(48, 64, 24, 0.8, 0.4, "fp16")
+DENSE_US = 7.0
+
+
+def test_a_measured_entry_records_the_dense_baseline(fake_gpu, tmp_path):
+    outcome, key = _tune()
+    assert outcome.dense_us == DENSE_US and outcome.speedup_vs_dense == DENSE_US / outcome.best_time_us
+    stored = json.loads((tmp_path / db_file_name(local_environment().device)).read_text())["entries"][key]
+    assert stored["dense_us"] == DENSE_US
+
+
+def test_a_failing_dense_baseline_leaves_the_tuning_result(fake_gpu, tmp_path, monkeypatch):
+    def out_of_memory(fn):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(driver, "bench_us", out_of_memory)
+    with pytest.warns(UserWarning, match="dense baseline .* out of memory"):
+        outcome, key = _tune()
+    assert outcome.dense_us is None and outcome.best_time_us is not None
+    stored = json.loads((tmp_path / db_file_name(local_environment().device)).read_text())["entries"][key]
+    assert "dense_us" not in stored and stored["best"]["time_us"] == outcome.best_time_us
 
 
 def _tune():

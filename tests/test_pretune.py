@@ -116,6 +116,19 @@ def test_bad_requests_raise(db_dir, model, kwargs, error, match):
         stuning.pretune(model or _twin_model(), **{"strategy": "model", "progress": False, **kwargs})
 
 
+def test_a_measured_pretune_reports_each_problem_against_its_dense_layer(db_dir, fake_measuring):
+    from stuning.tuning.search import Budget
+
+    fake_measuring.extend([4.0, 10.0, 20.0, 2.5])  # configs all time at 5 us
+    model = _twin_model()
+    report = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    assert report.tuned == 4
+    assert sorted(p.speedup_vs_dense for p in report.problems) == [0.5, 0.8, 2.0, 4.0]
+    assert all(p.to_dict()["speedup_vs_dense"] == p.speedup_vs_dense for p in report.problems)
+    again = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    assert again.skipped == 4 and [p.dense_us for p in again.problems] == [p.dense_us for p in report.problems]
+
+
 @pytest.mark.gpu
 def test_measured_pretune_on_the_gpu_then_skipped(db_dir):
     from stuning.tuning.search import Budget
@@ -125,8 +138,10 @@ def test_measured_pretune_on_the_gpu_then_skipped(db_dir):
     budget = Budget(max_trials=3, max_seconds=10)
     report = stuning.pretune(model, tokens=[16, 128], db=db_dir / "gpu", budget=budget, progress=False)
     assert report.tuned == 4 and all(p.measured and p.time_us > 0 for p in report.problems)
+    assert all(p.dense_us > 0 and p.speedup_vs_dense == p.dense_us / p.time_us for p in report.problems)
     again = stuning.pretune(model, tokens=[16, 128], db=db_dir / "gpu", budget=budget, progress=False)
     assert again.skipped == 4
+    assert [p.dense_us for p in again.problems] == [p.dense_us for p in report.problems]  # from the database
     with torch.no_grad():
         x = torch.randn(128, 512, device="cuda", dtype=torch.float16)
         assert model(x).shape == (128, 512)

@@ -75,10 +75,11 @@ def _show(args) -> int:
         return EXIT_OK
     # "failed": configs recorded as not running in the entry's environment, which tuning skips there.
     rows = [[k, fmt_config(e.best.config), fmt_us(e.best.time_us), fmt_us(e.predicted_us),
+             "" if e.speedup_vs_dense is None else f"{e.speedup_vs_dense:.2f}x",
              "measured" if e.measured else "predicted", len(e.failed) or "", "stale" if k in stale else ""]
             for k, e in sorted(entries.items())]
     console().print(table(f"{db.device_name}: {len(entries)} entries",
-                          ["key", "best config", "us", "predicted us", "kind", "failed", ""], rows))
+                          ["key", "best config", "us", "predicted us", "vs dense", "kind", "failed", ""], rows))
     return EXIT_OK
 
 

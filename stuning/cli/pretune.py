@@ -137,12 +137,19 @@ def run(args) -> int:
     con.print(sparse.table())
     rows = [[p.layers[0] + (f" (+{len(p.layers) - 1})" if len(p.layers) > 1 else ""), p.op,
              "x".join(map(str, p.shape)), p.tokens, p.dtype, p.status, fmt_config(p.config or {}) or p.note,
-             fmt_us(p.time_us), fmt_us(p.predicted_us)] for p in tuned.problems]
+             fmt_us(p.time_us), fmt_us(p.predicted_us), fmt_us(p.dense_us),
+             "-" if p.speedup_vs_dense is None else f"{p.speedup_vs_dense:.2f}x"] for p in tuned.problems]
     con.print(table(f"pretune for {tuned.device} ({tuned.strategy})",
-                    ["layer", "op", "shape", "tokens", "dtype", "status", "config", "measured us", "predicted us"],
-                    rows))
+                    ["layer", "op", "shape", "tokens", "dtype", "status", "config", "measured us", "predicted us",
+                     "dense us", "vs dense"], rows))
     con.print(f"{tuned.tuned} tuned, {tuned.skipped} already in the database, {tuned.unsupported} unsupported, "
               f"{tuned.failed} failed, in {tuned.seconds:.1f} s; database: {tuned.database}")
+    compared = [p for p in tuned.problems if p.speedup_vs_dense is not None]
+    if compared:
+        slower = [p for p in compared if p.speedup_vs_dense < 1]
+        con.print(f"{len(compared) - len(slower)} of {len(compared)} timed problems run faster than their dense layer"
+                  + (f"; {len(slower)} slower (down to {min(p.speedup_vs_dense for p in slower):.2f}x): "
+                     "a higher sparsity or fewer tokens per call is where these kernels pay" if slower else ""))
     for w in getattr(tuned, "workers", []):
         if w["exit_code"] != 0:
             con.print(f"worker {w['index']} (pid {w['pid']}, GPU {w['gpu']}) exited with code {w['exit_code']}")

@@ -44,6 +44,7 @@ def run(args) -> int:
                 "measured": outcome.measured, "time_us": outcome.best_time_us,
                 "predicted_us": outcome.predicted_us, "timed": outcome.timed, "space": outcome.space,
                 "seconds": round(outcome.seconds, 2), "failures": outcome.failures,
+                "dense_us": outcome.dense_us, "speedup_vs_dense": outcome.speedup_vs_dense,
             })
             bar.advance(task)
     fitted = refit_model(db) if any(r["measured"] for r in results) else {}
@@ -52,9 +53,11 @@ def run(args) -> int:
                     "model_coefficients": fitted})
         return EXIT_OK
     rows = [[r["problem"], fmt_config(r["config"]), fmt_us(r["time_us"]), fmt_us(r["predicted_us"]),
+             fmt_us(r["dense_us"]), "-" if r["speedup_vs_dense"] is None else f"{r['speedup_vs_dense']:.2f}x",
              f"{r['timed']}/{r['space']}", r["seconds"]] for r in results]
     con.print(table(f"tuned for {db.device_name} ({args.strategy})",
-                    ["problem", "best config", "measured us", "predicted us", "timed/space", "s"], rows))
+                    ["problem", "best config", "measured us", "predicted us", "dense us", "vs dense", "timed/space",
+                     "s"], rows))
     if not any(r["measured"] for r in results):
         con.print("Times are the cost model's predictions: nothing was measured.")
     con.print(f"database: {db.write_path}")

@@ -106,10 +106,18 @@ class DBEntry:
     env: dict = field(default_factory=dict)  # {device, triton, torch}; TuningDB.put fills it if empty
     updated: str = field(default_factory=now_iso)
     failed: list = field(default_factory=list)  # [FailedConfig] in env; see union_failed for the order
+    dense_us: float | None = None  # the same problem as a dense product (cuBLAS), timed in the same run
 
     @property
     def config(self) -> dict:
         return self.best.config
+
+    @property
+    def speedup_vs_dense(self) -> float | None:
+        """dense time / best time (> 1: the sparse kernel pays), when both were measured."""
+        if not self.measured or self.dense_us is None or not self.best.time_us:
+            return None
+        return self.dense_us / self.best.time_us
 
     def to_json(self) -> dict:
         obj = {
@@ -127,6 +135,8 @@ class DBEntry:
         }
         if self.failed:  # optional: entries without failures keep their old, shorter form in diffs
             obj["failed"] = [f.to_json() for f in self.failed]
+        if self.dense_us is not None:
+            obj["dense_us"] = self.dense_us
         return obj
 
     @classmethod
@@ -146,6 +156,7 @@ class DBEntry:
             env=dict(obj["env"]),
             updated=obj["updated"],
             failed=[FailedConfig.from_json(f) for f in obj.get("failed", ())],
+            dense_us=obj.get("dense_us"),
         )
 
     def validate(self) -> None:
@@ -162,6 +173,9 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     - Within one environment the failed lists are united whichever entry wins: a failure is a fact
       about the compiler and device, not about the winning run. Across environments the winner keeps
       only its own, since a different compiler or device may well run the other's failures.
+    - Within one environment the kept entry gets the lower of the two dense times (the dense
+      product's speed is a fact about the device, like a failure; the lower is the less disturbed
+      measurement, and a minimum keeps merging order-independent).
     Remaining ties are broken by the entries' canonical JSON, so every process picks the same one.
     """
     if a == b:
@@ -169,12 +183,18 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     if not same_environment(a.env, b.env):
         return _newer(a, b)
     failed = union_failed([*a.failed, *b.failed])
+
+    dense = min((e.dense_us for e in (a, b) if e.dense_us is not None), default=None)
+
+    def kept(winner: DBEntry, **changes) -> DBEntry:
+        return replace(winner, failed=failed, dense_us=dense, **changes)
+
     if a.measured != b.measured:
-        return replace(a if a.measured else b, failed=failed)
+        return kept(a if a.measured else b)
     if not a.measured:
-        return replace(_newer(a, b), failed=failed)
+        return kept(_newer(a, b))
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
-    return replace(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), failed=failed)
+    return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]))
 
 
 def union_top_k(items, k: int = TOP_K) -> list:

@@ -53,7 +53,9 @@ VERSION_FIELDS = ("triton", "torch", "cuda", "stuning")
 ENTRY_FIELDS = (
     "op", "dtype", "features", "best", "top_k", "predicted_us", "measured", "tuner", "env", "updated",
 )
-OPTIONAL_ENTRY_FIELDS = ("failed",)  # absent when empty, so older files and diffs stay as they were
+# Absent when empty, so older files and diffs stay as they were. dense_us: the dense product of the
+# same problem (zeros stored, cuBLAS) timed in the tuning run, so an entry says whether it pays.
+OPTIONAL_ENTRY_FIELDS = ("failed", "dense_us")
 TIMED_CONFIG_FIELDS = ("config", "time_us")
 FAILED_FIELDS = ("config", "status", "message")
 MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
@@ -149,6 +151,9 @@ def validate_entry(obj, where: str = "entry") -> None:
            f"{where}.updated must be an ISO-8601 timestamp")
     if "failed" in obj:
         _check_failed(obj["failed"], f"{where}.failed")
+    if "dense_us" in obj:
+        _check(obj["dense_us"] is None or (_is_time(obj["dense_us"]) and obj["dense_us"] > 0),
+               f"{where}.dense_us must be a positive number or null")
 
 
 def _check_document(doc) -> None:

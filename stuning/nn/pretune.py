@@ -38,11 +38,23 @@ class PretuneProblem:
     measured: bool = False
     time_us: float | None = None
     predicted_us: float | None = None
+    dense_us: float | None = None  # the layer's dense product at these tokens, timed in the same run
     seconds: float = 0.0
     note: str = ""
 
+    @property
+    def speedup_vs_dense(self) -> float | None:
+        if self.dense_us is None or not self.time_us:
+            return None
+        return self.dense_us / self.time_us
+
+    def fill_from(self, entry, status: str) -> None:
+        """Take the result a database entry holds for this problem."""
+        self.status, self.config, self.measured = status, dict(entry.best.config), entry.measured
+        self.time_us, self.predicted_us, self.dense_us = entry.best.time_us, entry.predicted_us, entry.dense_us
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "shape": list(self.shape)}
+        return {**asdict(self), "shape": list(self.shape), "speedup_vs_dense": self.speedup_vs_dense}
 
 
 @dataclass
@@ -183,7 +195,7 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     ``stuning.nn.shared_pretune``.
     """
     from stuning.ops.selection import SELECTOR
-    from stuning.tuning.driver import can_measure, require_measuring
+    from stuning.tuning.driver import can_measure, measuring_device, require_measuring
     from stuning.tuning.search import STRATEGIES
     from stuning.tuning.session import target_spec
 
@@ -199,7 +211,7 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
                               device_name=device_name, check=check, progress=progress, seed=seed, workers=workers,
                               storage=storage)
     report = PretuneReport(strategy, tuning_db.device_name, str(tuning_db.write_path), problems)
-    run_device = "cuda" if can_measure() else "cpu"
+    run_device = measuring_device()
     can_check = check and (can_measure() or interpreting())
     start = time.perf_counter()
     with pretune_progress(progress) as bar:
@@ -225,8 +237,7 @@ def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, ru
     held = db.get(p.key)
     # A stored prediction does not answer a measuring run; a measurement answers any run.
     if held is not None and (held.measured or not measuring):
-        p.status, p.config, p.measured = DONE, dict(held.best.config), held.measured
-        p.time_us, p.predicted_us = held.best.time_us, held.predicted_us
+        p.fill_from(held, DONE)
         return
     from stuning.tuning.search import TrialFailure
 
@@ -242,6 +253,7 @@ def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, ru
         raise RuntimeError(f"pretune: the problem tuned under {key}, not {p.key}: features differ on {run_device}")
     p.status, p.config, p.measured = TUNED, outcome.best_config.as_dict(), outcome.measured
     p.time_us, p.predicted_us, p.seconds = outcome.best_time_us, outcome.predicted_us, round(outcome.seconds, 3)
+    p.dense_us = outcome.dense_us
 
 
 def pretune_progress(enabled: bool):

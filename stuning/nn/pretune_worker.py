@@ -49,7 +49,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker",
     import optuna
 
     from stuning.kernels.target import interpreting
-    from stuning.tuning.driver import can_measure
+    from stuning.tuning.driver import can_measure, measuring_device
     from stuning.tuning.search import STRATEGIES
     from stuning.tuning.session import open_db
 
@@ -64,7 +64,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker",
     measuring = STRATEGIES[spec.strategy].measures
     options = {
         "strategy": spec.strategy, "budget": spec.budget, "device_name": spec.db_device, "seed": spec.seed,
-        "check": spec.check and (can_measure() or interpreting()), "run_device": "cuda" if can_measure() else "cpu",
+        "check": spec.check and (can_measure() or interpreting()), "run_device": measuring_device(),
     }
     settled = on_settled or (lambda problem: None)
     poll_s = min(1.0, spec.lease.heartbeat_s)

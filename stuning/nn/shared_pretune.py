@@ -112,7 +112,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         if p.status == UNSUPPORTED:
             continue
         if held is not None and (held.measured or not measuring):  # as pretune: a measurement answers any run
-            _fill(p, DONE, held)
+            p.fill_from(held, DONE)
         else:
             todo.append(p)
     with _storage_url(storage) as url:
@@ -250,7 +250,7 @@ def _settle(p: PretuneProblem, claimed: ProblemClaims | None, before: ProblemCla
             p.status, p.note = FAILED, f"its entry in the storage is not valid here: {e}"[:200]
             return
         done_before = before is not None and board.status(before) == claims.DONE
-        _fill(p, DONE if done_before else TUNED, held)
+        p.fill_from(held, DONE if done_before else TUNED)
         p.seconds = 0.0 if done_before else result.get("seconds", 0.0)
     elif status == claims.FAILED and result is not None:
         p.status, p.note = FAILED, result.get("note", "")
@@ -259,11 +259,6 @@ def _settle(p: PretuneProblem, claimed: ProblemClaims | None, before: ProblemCla
         p.note = f"its worker died {board.lease.max_deaths} times (a config may crash the process); given up"
     else:
         p.status, p.note = FAILED, "no worker finished it (every worker stopped)"
-
-
-def _fill(p: PretuneProblem, status: str, entry: DBEntry) -> None:
-    p.status, p.config, p.measured = status, dict(entry.best.config), entry.measured
-    p.time_us, p.predicted_us = entry.best.time_us, entry.predicted_us
 
 
 def _lost(todo: list[PretuneProblem], before: dict, after: dict, lease: Lease) -> list[dict]:

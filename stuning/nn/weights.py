@@ -107,15 +107,17 @@ class SparseWeight(ABC):
 
     def tuning_problem(self, n: int, *, dtype: torch.dtype | None = None, device=None, seed: int = 0):
         """A ``stuning.tuning.problems.Problem`` of ``W @ X`` on this very weight: random X (K x N),
-        a run per config through the public op, and an fp32 reference."""
+        a run per config through the public op, an fp32 reference, and the dense product it replaces."""
         from stuning.tuning.problems import Problem
 
         dtype = dtype or self.dtype
         weight = self.cast(dtype=dtype, device=device)
         gen = torch.Generator(device=weight.device).manual_seed(seed)
         x = torch.randn(self.shape[1], n, generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
-        reference = weight.to_dense().float() @ x.float()
-        return Problem(None, weight.features(n), lambda c: weight._launch(x, c), reference, {"w": weight, "x": x})
+        dense = weight.to_dense()
+        reference = dense.float() @ x.float()
+        return Problem(None, weight.features(n), lambda c: weight._launch(x, c), reference, {"w": weight, "x": x},
+                       lambda: dense @ x)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
 
 import torch
 
@@ -16,6 +18,7 @@ from stuning.tuning.registry import budget_of, family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
 from stuning.tuning.synthetic_timer import synthetic_timer
+from stuning.tuning.timing import bench_us
 from stuning.tuning.tuner import TuneOutcome, default_budget, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
@@ -30,6 +33,11 @@ SUITE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 def can_measure() -> bool:
     return torch.cuda.is_available() and not interpreting()
+
+
+def measuring_device() -> str:
+    """Where problems are built to be tuned: the GPU when kernels can be timed there."""
+    return "cuda" if can_measure() else "cpu"
 
 
 def require_measuring(strategy: str) -> None:
@@ -137,9 +145,21 @@ def tune_problem(
     )
     if check and not measuring:
         KernelObjective(problem.run, problem.reference, features.dtype).check(outcome.best_config)
+    if measuring and timer is None and problem.dense_run is not None:
+        outcome = dataclasses.replace(outcome, dense_us=dense_baseline_us(problem))
     db.put(outcome_to_entry(outcome), key)
     db.save()
     return outcome, key
+
+
+def dense_baseline_us(problem: Problem) -> float | None:
+    """The problem done dense, timed like the configs; None if it cannot run (a dense copy too large
+    for the GPU's memory, say): a missing baseline must not lose the tuning result."""
+    try:
+        return bench_us(problem.dense_run)[0]
+    except Exception as e:  # noqa: BLE001 - any failure of the baseline is reported and skipped
+        warnings.warn(f"dense baseline of {problem.case!r} not timed: {type(e).__name__}: {e}", stacklevel=2)
+        return None
 
 
 def precompile_width(budget: Budget) -> int:

@@ -28,6 +28,9 @@ class Problem:
     run: Callable[[object], torch.Tensor]  # config -> output (the tensor the reference checks)
     reference: torch.Tensor
     inputs: dict
+    # The same product done dense (the zeros stored; cuBLAS on a GPU): the baseline the tuned time
+    # is worth comparing with.
+    dense_run: Callable[[], torch.Tensor] | None = None
 
 
 def build_problem(case, *, device=None, seed: int = 0) -> Problem:
@@ -45,7 +48,7 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         def run(c):
             return launch_spmm(a, b, c)
 
-        return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b})
+        return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b}, lambda: dense @ b)
     if isinstance(case, SDDMMCase):
         mask_dense = random_sparse(case.m, case.n, case.sparsity, dtype=dtype, device=device, generator=gen)
         mask = CSRMatrix.from_dense(mask_dense)
@@ -62,14 +65,17 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
             return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
                                       tiles=tiles)
 
-        return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b})
+        return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b},
+                       lambda: a @ b)
     if isinstance(case, Semi24Case):
-        w = Semi24Matrix.from_dense(random_semi24(case.m, case.k, dtype=dtype, device=device, generator=gen))
+        w_dense = random_semi24(case.m, case.k, dtype=dtype, device=device, generator=gen)
+        w = Semi24Matrix.from_dense(w_dense)
         x = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
         ref = w.to_dense().float() @ x.float()
 
         def run(c):
             return semi24_kernel.semi24_mm(w.values, w.masks, x, k=case.k, config=c)
 
-        return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x})
+        return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x},
+                       lambda: w_dense @ x)
     raise TypeError(f"not a suite case: {case!r}")

@@ -116,4 +116,5 @@ def outcome_to_entry(outcome) -> DBEntry:
         measured=outcome.measured,
         tuner={"strategy": outcome.strategy, "trials": outcome.timed, "seconds": round(outcome.seconds, 3)},
         failed=[f for f in outcome.failed if f.status in RECORDED_STATUSES],
+        dense_us=outcome.dense_us if outcome.measured else None,
     )

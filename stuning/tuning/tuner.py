@@ -39,6 +39,13 @@ class TuneOutcome:
     failures: dict = field(default_factory=dict)  # status -> count, this run's
     # [FailedConfig]: this run's failures (every status) united with the excluded records passed in.
     failed: list = field(default_factory=list)
+    dense_us: float | None = None  # the problem done dense, timed after the search (measuring runs)
+
+    @property
+    def speedup_vs_dense(self) -> float | None:
+        if self.dense_us is None or not self.best_time_us:
+            return None
+        return self.dense_us / self.best_time_us
 
 
 def default_budget(space: int) -> Budget:
