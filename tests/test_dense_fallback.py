@@ -86,3 +86,20 @@ def test_the_dense_copy_follows_the_layer_to_another_dtype(pretuned, calls):
     assert calls == [("dense", 64), ("kernel", 48)] and y.dtype == torch.float16
     assert "dense_fallback=True" in repr(model[0])
     assert_close(y, _reference(model, x), 3e-3)
+
+
+def test_a_convolution_falls_back_in_its_gemm_view(db_dir, fake_measuring, monkeypatch, calls):
+    # 8 -> 16 channels, 3x3: W is 16 x 72 and N = batch x H_out x W_out; the dense product wins here.
+    monkeypatch.setattr(driver, "bench_us", lambda fn: (2.5, "do_bench"))
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1))
+    stuning.sparsify(conv, sparsity=0.8, min_size=0, dense_fallback=True)
+    report = stuning.pretune(conv, input_shapes=[(2, 8, 6, 6)], budget=Budget(max_trials=2), progress=False)
+    assert report.tuned == 1 and report.problems[0].speedup_vs_dense == 0.5
+    SELECTOR.reset()
+    x = torch.randn(2, 8, 6, 6)
+    with torch.no_grad():
+        y = conv(x)
+    assert calls == [("dense", 16)]
+    ref = torch.nn.functional.conv2d(x.double(), conv[0].dense_weight().double(), conv[0].bias.double(), padding=1)
+    assert_close(y, ref, 1e-4)
