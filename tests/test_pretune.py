@@ -145,3 +145,17 @@ def test_measured_pretune_on_the_gpu_then_skipped(db_dir):
     with torch.no_grad():
         x = torch.randn(128, 512, device="cuda", dtype=torch.float16)
         assert model(x).shape == (128, 512)
+    # With dense_fallback, a layer runs dense exactly at the (layer, tokens) pretune timed dense faster.
+    SELECTOR.reset()
+    for layer in (model[0], model[2]):
+        layer.dense_fallback = True
+    for tokens in (16, 128):
+        slower = {p.shape: p.speedup_vs_dense < 1 for p in report.problems if p.tokens == tokens}
+        assert {layer.sparse_weight.shape: layer.sparse_weight.dense_is_faster(tokens)
+                for layer in (model[0], model[2])} == slower
+        x = torch.randn(tokens, 512, device="cuda", dtype=torch.float16)
+        with torch.no_grad():
+            y = model(x)
+        ref = torch.relu(x.float() @ model[0].dense_weight().float().t() + model[0].bias.float())
+        ref = ref @ model[2].dense_weight().float().t() + model[2].bias.float()
+        assert (y.float() - ref).norm() / ref.norm() < 1e-2

@@ -42,6 +42,9 @@ class SparseLayer(nn.Module):
             raise ValueError(f"{name}: unknown backend {backend!r}; use one of {BACKENDS}")
         self.format = format
         self.backend = backend
+        # Where the tuning database measured the dense product faster at a token bucket, run that
+        # (see SparseLinear); off by default: the dense copy costs the dense weight's memory again.
+        self.dense_fallback = False
         self._matrix_shape = (int(matrix_shape[0]), int(matrix_shape[1]))
         self._dense_shape = tuple(int(d) for d in dense_shape)
         kind = weight_format(format)
@@ -168,6 +171,8 @@ class SparseLayer(nn.Module):
             if requires_grad and torch.is_grad_enabled():
                 warn_once(f"{name}: no gradient flows through the Triton kernels (inference only); "
                           "run the model under torch.no_grad() or torch.inference_mode()")
+            if self.dense_fallback and self.sparse_weight.dense_is_faster(xt.shape[1]):
+                return self.sparse_weight.dense_matmul(xt)
             return self.sparse_weight.matmul(xt)
         if self._why_not_triton is not None and self.backend == "auto":
             warn_once(f"{name}: not using stuning's Triton kernels ({self._why_not_triton}); "
@@ -192,6 +197,12 @@ class SparseLinear(SparseLayer):
     The kernel config is looked up per token bucket on the first call at that bucket and cached on
     the weight, so a forward does no host synchronization and can be captured in a CUDA graph (run it
     once at each token count before capturing).
+
+    ``dense_fallback`` (an attribute, default False; ``stuning.sparsify(dense_fallback=True)`` sets it):
+    at a token bucket where the tuning database measured the dense product faster than the tuned
+    kernel (``stuning.pretune`` times both), multiply by a dense copy of the weight instead, made on
+    first use. The model then never runs a layer slower than its dense version where it was
+    pretuned, at the cost of the dense weight's memory for the layers that take it.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, format: str = "csr",
@@ -239,7 +250,8 @@ class SparseLinear(SparseLayer):
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
-                f"format={self.format!r}, sparsity={self.sparsity:.1%}, backend={self.backend!r}")
+                f"format={self.format!r}, sparsity={self.sparsity:.1%}, backend={self.backend!r}"
+                + (", dense_fallback=True" if self.dense_fallback else ""))
 
     # -------------------------------------------------------------------------------- computing
     def _check(self, x: torch.Tensor) -> None:

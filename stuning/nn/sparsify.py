@@ -132,7 +132,7 @@ def _skip_rule(skip) -> Callable[[str, nn.Module], bool]:
 
 def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = "unstructured",
              min_size: int = DEFAULT_MIN_SIZE, skip: str | Callable | Iterable | None = None, backend: str = "auto",
-             pad_to: int = 1) -> SparsifyReport:
+             pad_to: int = 1, dense_fallback: bool = False) -> SparsifyReport:
     """Replace ``model``'s ``nn.Linear`` and ``nn.Conv2d`` layers by ``SparseLinear`` and ``SparseConv2d``
     in place; returns what changed.
 
@@ -143,6 +143,8 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
     A layer shared by several parents is replaced everywhere by the same sparse layer. Grouped and
     depthwise convolutions stay dense, the reason in ``report.skipped``. A convolution's sparsity is
     over its whole weight; 2:4 groups run along its flattened C_in x kh x kw rows.
+    ``dense_fallback``: set on every new layer (see ``SparseLinear``): run dense where pretuning
+    measured the dense product faster.
     """
     if pattern not in PATTERN_FORMATS:
         raise ValueError(f"sparsify: unknown pattern {pattern!r}; use 'unstructured' or '2:4'")
@@ -176,6 +178,7 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
         except ValueError as e:
             raise ValueError(f"sparsify: layer {name!r}: {e}") from None
         sparse.train(module.training)
+        sparse.dense_fallback = dense_fallback
         replaced[id(module)] = sparse
         w = sparse.sparse_weight
         report.layers.append(LayerReport(name, type(module).__name__, tuple(weight.shape), w.format,

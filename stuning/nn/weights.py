@@ -18,7 +18,7 @@ from stuning.formats.semi24 import GROUPS_PER_MASK_WORD, VALUES_PER_META_WORD, m
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops import semi24_mm, spmm
-from stuning.ops.inputs import tuned_config
+from stuning.ops.inputs import dense_is_faster, tuned_config
 from stuning.tuning.features import ProblemFeatures, alignment, semi24_features, spmm_features
 
 
@@ -34,6 +34,7 @@ class SparseWeight(ABC):
         self.shape = (int(shape[0]), int(shape[1]))
         self.matrix = self._wrap(tensors)
         self._torch_operand: torch.Tensor | None = None
+        self._dense: torch.Tensor | None = None
 
     # ------------------------------------------------------------------------------ construction
     @classmethod
@@ -86,6 +87,17 @@ class SparseWeight(ABC):
         n = x.shape[1]
         config = tuned_config(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
         return self._launch(x, config)
+
+    def dense_is_faster(self, n: int) -> bool:
+        """Whether the tuning database timed ``W @ X`` (N = ``n``) faster as a dense product."""
+        return dense_is_faster(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
+
+    def dense_matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """``W @ X`` as a dense product (cuBLAS on a GPU); the dense copy of W is made on first use and
+        kept, the dense layer's bytes again."""
+        if self._dense is None:
+            self._dense = self.to_dense()
+        return self._dense @ x
 
     def torch_matmul(self, x: torch.Tensor) -> torch.Tensor:
         """``W @ X`` with PyTorch's sparse CSR product, fp32 where the device has none in this dtype.

@@ -27,6 +27,16 @@ def tuned_config(operand, op: str, width: int, dtype, make_features):
     return hit
 
 
+def dense_is_faster(operand, op: str, width: int, dtype, make_features) -> bool:
+    """Whether the tuning database measured ``operand``'s product with ``width`` columns faster done
+    dense (cached on the operand by the same slot as ``tuned_config``)."""
+    slot = ("dense", op, bucket_tokens(width), alignment(width), dtype)
+    hit = operand.cache.get(slot)
+    if hit is None:
+        hit = operand.cache[slot] = SELECTOR.dense_faster(key_for(make_features()))
+    return hit
+
+
 def as_csr(a, what: str) -> CSRMatrix:
     """A ``CSRMatrix`` from a ``CSRMatrix`` or a torch sparse CSR/COO tensor."""
     if isinstance(a, CSRMatrix):

@@ -28,6 +28,7 @@ class ConfigSelector:
         self._model = None
         self._lock = threading.Lock()
         self._by_key: dict[str, tuple[object, str]] = {}
+        self._dense_by_key: dict[str, bool] = {}
 
     def reset(self) -> None:
         """Forget the opened database and every cached answer (after the database changed)."""
@@ -35,6 +36,7 @@ class ConfigSelector:
             self._db = None
             self._model = None
             self._by_key.clear()
+            self._dense_by_key.clear()
 
     def db(self):
         if self._db is None:
@@ -69,6 +71,20 @@ class ConfigSelector:
             answer = self._resolve(features, key)
             self._by_key[key] = answer
         return answer
+
+    def dense_faster(self, key: str) -> bool:
+        """Whether this key's own entry (this device and Triton; not a neighbour's) measured the
+        dense product faster than its best config. Read once per key, like the configs."""
+        hit = self._dense_by_key.get(key)
+        if hit is not None:
+            return hit
+        faster = False
+        if os.environ.get(ENV_NO_DB, "0") in ("", "0"):
+            entry = self.db().get(key)
+            speedup = entry.speedup_vs_dense if entry is not None else None
+            faster = speedup is not None and speedup < 1.0
+        self._dense_by_key[key] = faster
+        return faster
 
     def _resolve(self, features: ProblemFeatures, key: str) -> tuple[object, str]:
         fam = family(features.op)

@@ -1,0 +1,105 @@
+"""dense_fallback: a sparse layer runs its dense product where pretuning measured that faster."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from naive import assert_close
+from torch import nn
+
+import stuning
+import stuning.tuning.driver as driver
+from stuning.nn.weights import SparseWeight
+from stuning.ops.selection import SELECTOR
+from stuning.tuning.search import Budget
+
+TOKENS = 16
+
+
+def _model(dense_fallback: bool) -> nn.Sequential:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 48))
+    stuning.sparsify(model, sparsity=0.8, min_size=0, dense_fallback=dense_fallback)
+    return model
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Which product each forward ran, per layer's output size."""
+    seen = []
+    kernel, dense = SparseWeight.matmul, SparseWeight.dense_matmul
+    monkeypatch.setattr(SparseWeight, "matmul", lambda w, x: seen.append(("kernel", w.shape[0])) or kernel(w, x))
+    monkeypatch.setattr(SparseWeight, "dense_matmul", lambda w, x: seen.append(("dense", w.shape[0])) or dense(w, x))
+    return seen
+
+
+@pytest.fixture
+def pretuned(db_dir, fake_measuring, monkeypatch):
+    """Pretune with every config at 5 us and the dense products at 2.5 us (64 x 64: dense wins) and
+    10 us (48 x 64: the kernel wins), then forget the run's cached answers as a new process would."""
+    monkeypatch.setattr(driver, "bench_us", lambda fn: ({64: 2.5, 48: 10.0}[fn().shape[0]], "do_bench"))
+
+    def run(model):
+        report = stuning.pretune(model, tokens=[TOKENS], budget=Budget(max_trials=2), progress=False)
+        assert report.tuned == 2 and sorted(p.speedup_vs_dense for p in report.problems) == [0.5, 2.0]
+        SELECTOR.reset()
+        return model
+
+    return run
+
+
+def _reference(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    h = torch.relu(x.double() @ model[0].dense_weight().double().t() + model[0].bias.double())
+    return h @ model[2].dense_weight().double().t() + model[2].bias.double()
+
+
+def test_layers_run_dense_only_where_the_database_says_it_is_faster(pretuned, calls):
+    model = pretuned(_model(dense_fallback=True))
+    x = torch.randn(TOKENS, 64)
+    with torch.no_grad():
+        y = model(x)
+    assert calls == [("dense", 64), ("kernel", 48)]
+    assert_close(y, _reference(model, x), 1e-4)
+    calls.clear()
+    with torch.no_grad():
+        model(torch.randn(3, 100, 64))  # another token bucket: no entry, so no dense timing to go by
+    assert calls == [("kernel", 64), ("kernel", 48)]
+
+
+def test_without_the_option_the_kernels_always_run(pretuned, calls):
+    model = pretuned(_model(dense_fallback=False))
+    with torch.no_grad():
+        model(torch.randn(TOKENS, 64))
+    assert calls == [("kernel", 64), ("kernel", 48)]
+    assert "dense_fallback" not in repr(model[0])
+
+
+def test_the_dense_copy_follows_the_layer_to_another_dtype(pretuned, calls):
+    model = pretuned(_model(dense_fallback=True))
+    with torch.no_grad():
+        model(torch.randn(TOKENS, 64))  # the fp32 dense copy is made
+    model = pretuned(model.half())  # the weight is wrapped again in fp16, and fp16 has entries of its own
+    calls.clear()
+    x = torch.randn(TOKENS, 64).half()
+    with torch.no_grad():
+        y = model(x)
+    assert calls == [("dense", 64), ("kernel", 48)] and y.dtype == torch.float16
+    assert "dense_fallback=True" in repr(model[0])
+    assert_close(y, _reference(model, x), 3e-3)
+
+
+def test_a_convolution_falls_back_in_its_gemm_view(db_dir, fake_measuring, monkeypatch, calls):
+    # 8 -> 16 channels, 3x3: W is 16 x 72 and N = batch x H_out x W_out; the dense product wins here.
+    monkeypatch.setattr(driver, "bench_us", lambda fn: (2.5, "do_bench"))
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1))
+    stuning.sparsify(conv, sparsity=0.8, min_size=0, dense_fallback=True)
+    report = stuning.pretune(conv, input_shapes=[(2, 8, 6, 6)], budget=Budget(max_trials=2), progress=False)
+    assert report.tuned == 1 and report.problems[0].speedup_vs_dense == 0.5
+    SELECTOR.reset()
+    x = torch.randn(2, 8, 6, 6)
+    with torch.no_grad():
+        y = conv(x)
+    assert calls == [("dense", 16)]
+    ref = torch.nn.functional.conv2d(x.double(), conv[0].dense_weight().double(), conv[0].bias.double(), padding=1)
+    assert_close(y, ref, 1e-4)
