@@ -109,3 +109,22 @@ def test_a_convolution_falls_back_to_the_dense_convolution(db_dir, fake_measurin
     assert y.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
     ref = torch.nn.functional.conv2d(x.double(), conv[0].dense_weight().double(), conv[0].bias.double(), padding=1)
     assert_close(y, ref, 1e-4)
+
+
+@pytest.mark.gpu
+def test_measured_fallback_of_a_convolution_on_the_gpu(db_dir):
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1)).half().cuda().to(memory_format=torch.channels_last)
+    stuning.sparsify(conv, sparsity=0.7, min_size=0, dense_fallback=True)
+    shape = (8, 64, 28, 28)
+    report = stuning.pretune(conv, input_shapes=[shape], budget=Budget(max_trials=3, max_seconds=10), progress=False)
+    (problem,) = report.problems
+    assert problem.measured and problem.dense_us > 0
+    SELECTOR.reset()
+    assert conv[0].sparse_weight.dense_is_faster(8 * 28 * 28) == (problem.speedup_vs_dense < 1)
+    x = torch.randn(shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        y = conv(x)
+    ref = torch.nn.functional.conv2d(x.float(), conv[0].dense_weight().float(), conv[0].bias.float(), padding=1)
+    assert (y.float() - ref).norm() / ref.norm() < 1e-2
+    assert y.is_contiguous(memory_format=torch.channels_last)
