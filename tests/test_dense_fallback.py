@@ -88,6 +88,19 @@ def test_the_dense_copy_follows_the_layer_to_another_dtype(pretuned, calls):
     assert_close(y, _reference(model, x), 3e-3)
 
 
+def test_set_dense_fallback_switches_every_sparse_layer_and_frees_the_copies(pretuned, calls):
+    model = pretuned(_model(dense_fallback=False))
+    assert stuning.nn.set_dense_fallback(model) == 2
+    with torch.no_grad():
+        model(torch.randn(TOKENS, 64))
+    assert calls == [("dense", 64), ("kernel", 48)] and model[0].sparse_weight._dense is not None
+    assert stuning.nn.set_dense_fallback(model, False) == 2 and model[0].sparse_weight._dense is None
+    calls.clear()
+    with torch.no_grad():
+        model(torch.randn(TOKENS, 64))
+    assert calls == [("kernel", 64), ("kernel", 48)]
+
+
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_a_convolution_falls_back_to_the_dense_convolution(db_dir, fake_measuring, monkeypatch, calls, channels_last):
     # 8 -> 16 channels, 3x3: W is 16 x 72 and N = batch x H_out x W_out; the dense product wins here,

@@ -98,6 +98,10 @@ class SparseWeight(ABC):
             self._dense = self.to_dense()
         return self._dense
 
+    def release_dense(self) -> None:
+        """Free the dense copy (the next ``dense()`` makes it again)."""
+        self._dense = None
+
     def dense_matmul(self, x: torch.Tensor) -> torch.Tensor:
         """``W @ X`` as a dense product (cuBLAS on a GPU)."""
         return self.dense() @ x
