@@ -128,12 +128,10 @@ def variants(base, pattern: str, args):
 
 def with_dense_fallback(model):
     """A copy of the pretuned sparse model whose layers run dense where pretune timed dense faster."""
-    from stuning.nn.linear import SparseLayer
+    from stuning.nn import set_dense_fallback
 
     copied = copy.deepcopy(model)
-    for layer in copied.modules():
-        if isinstance(layer, SparseLayer):
-            layer.dense_fallback = True
+    set_dense_fallback(copied)
     return copied
 
 

@@ -21,6 +21,7 @@ def test_smoke_run_writes_its_files_and_checks_outputs(tmp_path):
     df = pd.read_csv(tmp_path / "results.csv")
     assert list(df["model"]) == ["resnet50", "mobilenet-v1"] and df["ok"].all()
     assert df["stuning_us"].notna().all() and df["dense_us"].notna().all() and (df["stuning_err"] > 0).all()
+    assert df["fallback_us"].notna().all() and (df["fallback_err"] > 0).all()  # the dense_fallback copy ran too
     assert list(df["layers_dense"]) == [0, 4]  # the tiny MobileNet's depthwise convolutions
     layers = pd.read_csv(tmp_path / "layers.csv")
     # Every Conv2d and Linear position, each timed alone: 9 + 1 in the ResNet, 5 + 4 + 1 in the MobileNet.

@@ -27,9 +27,9 @@ def _model(dense_fallback: bool) -> nn.Sequential:
 def calls(monkeypatch):
     """Which product each forward ran, per layer's output size."""
     seen = []
-    kernel, dense = SparseWeight.matmul, SparseWeight.dense_matmul
+    kernel, dense = SparseWeight.matmul, SparseWeight.dense
     monkeypatch.setattr(SparseWeight, "matmul", lambda w, x: seen.append(("kernel", w.shape[0])) or kernel(w, x))
-    monkeypatch.setattr(SparseWeight, "dense_matmul", lambda w, x: seen.append(("dense", w.shape[0])) or dense(w, x))
+    monkeypatch.setattr(SparseWeight, "dense", lambda w: seen.append(("dense", w.shape[0])) or dense(w))
     return seen
 
 
@@ -88,8 +88,23 @@ def test_the_dense_copy_follows_the_layer_to_another_dtype(pretuned, calls):
     assert_close(y, _reference(model, x), 3e-3)
 
 
-def test_a_convolution_falls_back_in_its_gemm_view(db_dir, fake_measuring, monkeypatch, calls):
-    # 8 -> 16 channels, 3x3: W is 16 x 72 and N = batch x H_out x W_out; the dense product wins here.
+def test_set_dense_fallback_switches_every_sparse_layer_and_frees_the_copies(pretuned, calls):
+    model = pretuned(_model(dense_fallback=False))
+    assert stuning.nn.set_dense_fallback(model) == 2
+    with torch.no_grad():
+        model(torch.randn(TOKENS, 64))
+    assert calls == [("dense", 64), ("kernel", 48)] and model[0].sparse_weight._dense is not None
+    assert stuning.nn.set_dense_fallback(model, False) == 2 and model[0].sparse_weight._dense is None
+    calls.clear()
+    with torch.no_grad():
+        model(torch.randn(TOKENS, 64))
+    assert calls == [("kernel", 64), ("kernel", 48)]
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_convolution_falls_back_to_the_dense_convolution(db_dir, fake_measuring, monkeypatch, calls, channels_last):
+    # 8 -> 16 channels, 3x3: W is 16 x 72 and N = batch x H_out x W_out; the dense product wins here,
+    # so the layer runs the dense convolution (no im2col), in the input's memory format.
     monkeypatch.setattr(driver, "bench_us", lambda fn: (2.5, "do_bench"))
     torch.manual_seed(0)
     conv = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1))
@@ -98,8 +113,31 @@ def test_a_convolution_falls_back_in_its_gemm_view(db_dir, fake_measuring, monke
     assert report.tuned == 1 and report.problems[0].speedup_vs_dense == 0.5
     SELECTOR.reset()
     x = torch.randn(2, 8, 6, 6)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    monkeypatch.setattr(type(conv[0]), "_columns", lambda *a: pytest.fail("im2col ran"))
     with torch.no_grad():
         y = conv(x)
     assert calls == [("dense", 16)]
+    assert y.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
     ref = torch.nn.functional.conv2d(x.double(), conv[0].dense_weight().double(), conv[0].bias.double(), padding=1)
     assert_close(y, ref, 1e-4)
+
+
+@pytest.mark.gpu
+def test_measured_fallback_of_a_convolution_on_the_gpu(db_dir):
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1)).half().cuda().to(memory_format=torch.channels_last)
+    stuning.sparsify(conv, sparsity=0.7, min_size=0, dense_fallback=True)
+    shape = (8, 64, 28, 28)
+    report = stuning.pretune(conv, input_shapes=[shape], budget=Budget(max_trials=3, max_seconds=10), progress=False)
+    (problem,) = report.problems
+    assert problem.measured and problem.dense_us > 0
+    SELECTOR.reset()
+    assert conv[0].sparse_weight.dense_is_faster(8 * 28 * 28) == (problem.speedup_vs_dense < 1)
+    x = torch.randn(shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        y = conv(x)
+    ref = torch.nn.functional.conv2d(x.float(), conv[0].dense_weight().float(), conv[0].bias.float(), padding=1)
+    assert (y.float() - ref).norm() / ref.norm() < 1e-2
+    assert y.is_contiguous(memory_format=torch.channels_last)

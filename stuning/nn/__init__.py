@@ -4,6 +4,7 @@ place) and ``pretune`` (tune a model's sparse products into the tuning database 
 from stuning.nn.conv import SparseConv2d
 from stuning.nn.linear import SparseLinear
 from stuning.nn.pretune import PretuneReport, pretune
-from stuning.nn.sparsify import LayerReport, SparsifyReport, sparsify
+from stuning.nn.sparsify import LayerReport, SparsifyReport, set_dense_fallback, sparsify
 
-__all__ = ["SparseLinear", "SparseConv2d", "sparsify", "pretune", "SparsifyReport", "LayerReport", "PretuneReport"]
+__all__ = ["SparseLinear", "SparseConv2d", "sparsify", "pretune", "set_dense_fallback", "SparsifyReport",
+           "LayerReport", "PretuneReport"]

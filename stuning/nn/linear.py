@@ -160,6 +160,12 @@ class SparseLayer(nn.Module):
             x = x.to(self.dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
         return x
 
+    def _dense_is_faster(self, n: int) -> bool:
+        """Whether to run ``W @ X`` (N = ``n``) dense: ``dense_fallback`` is on, the kernels would run,
+        and the tuning database timed the dense product faster at this token bucket."""
+        return (self.dense_fallback and self._use_triton and self._why_not_triton is None
+                and self.sparse_weight.dense_is_faster(n))
+
     def _multiply(self, xt: torch.Tensor, requires_grad: bool) -> torch.Tensor:
         """``W @ X`` for X (K x N): in X's dtype through the kernel, or through PyTorch in the dtype
         ``torch_matmul`` computes in (the caller rounds once, adding the bias on the way)."""
@@ -171,7 +177,7 @@ class SparseLayer(nn.Module):
             if requires_grad and torch.is_grad_enabled():
                 warn_once(f"{name}: no gradient flows through the Triton kernels (inference only); "
                           "run the model under torch.no_grad() or torch.inference_mode()")
-            if self.dense_fallback and self.sparse_weight.dense_is_faster(xt.shape[1]):
+            if self._dense_is_faster(xt.shape[1]):
                 return self.sparse_weight.dense_matmul(xt)
             return self.sparse_weight.matmul(xt)
         if self._why_not_triton is not None and self.backend == "auto":

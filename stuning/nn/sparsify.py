@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from torch import nn
 
 from stuning.nn.conv import SparseConv2d
-from stuning.nn.linear import SparseLinear
+from stuning.nn.linear import SparseLayer, SparseLinear
 from stuning.nn.weights import PATTERN_FORMATS
 
 DEFAULT_MIN_SIZE = 1 << 16  # weights smaller than 256 x 256 rarely run faster sparse
@@ -189,3 +189,14 @@ def sparsify(model: nn.Module, *, sparsity: float | None = None, pattern: str = 
             if id(child) in replaced:
                 setattr(parent, child_name, replaced[id(child)])
     return report
+
+
+def set_dense_fallback(model: nn.Module, enabled: bool = True) -> int:
+    """Turn ``dense_fallback`` on (or off) for every sparse layer of ``model`` (see ``SparseLinear``);
+    returns how many layers there are. Turning it off frees the dense copies made so far."""
+    layers = [m for m in model.modules() if isinstance(m, SparseLayer)]
+    for layer in layers:
+        layer.dense_fallback = enabled
+        if not enabled:
+            layer.sparse_weight.release_dense()
+    return len(layers)

@@ -92,12 +92,19 @@ class SparseWeight(ABC):
         """Whether the tuning database timed ``W @ X`` (N = ``n``) faster as a dense product."""
         return dense_is_faster(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
 
-    def dense_matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """``W @ X`` as a dense product (cuBLAS on a GPU); the dense copy of W is made on first use and
-        kept, the dense layer's bytes again."""
+    def dense(self) -> torch.Tensor:
+        """W stored dense (zeros included), made on first use and kept: the dense layer's bytes again."""
         if self._dense is None:
             self._dense = self.to_dense()
-        return self._dense @ x
+        return self._dense
+
+    def release_dense(self) -> None:
+        """Free the dense copy (the next ``dense()`` makes it again)."""
+        self._dense = None
+
+    def dense_matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """``W @ X`` as a dense product (cuBLAS on a GPU)."""
+        return self.dense() @ x
 
     def torch_matmul(self, x: torch.Tensor) -> torch.Tensor:
         """``W @ X`` with PyTorch's sparse CSR product, fp32 where the device has none in this dtype.
