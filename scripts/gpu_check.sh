@@ -59,7 +59,7 @@ run_phase() {
     ;;
   spmm-latency)
     # The CSR kernel's prefetch and longer steps against its plain loop and cuBLAS (decode sizes).
-    phase spmm-latency env OUT="$OUT/spmm-latency" python3 scripts/probe_spmm_latency.py
+    phase spmm-latency env OUT="$OUT/spmm-latency" PROBE_SECONDS=${PROBE_SECONDS:-240} python3 scripts/probe_spmm_latency.py
     ;;
   *)
     echo "gpu_check.sh: unknown phase $1 (tests, semi24, spmm, sddmm, spmm-latency)" >&2
