@@ -126,15 +126,6 @@ def variants(base, pattern: str, args):
     return models, notes, report
 
 
-def with_dense_fallback(model):
-    """A copy of the pretuned sparse model whose layers run dense where pretune timed dense faster."""
-    from stuning.nn import set_dense_fallback
-
-    copied = copy.deepcopy(model)
-    set_dense_fallback(copied)
-    return copied
-
-
 def rel_err(out, ref) -> float:
     return float((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30))
 
@@ -153,7 +144,8 @@ def run_pattern(name: str, base, pattern: str, args, timer, env: dict) -> list[d
     tuned = stuning.pretune(models["stuning"], tokens=tokens, db=args.out / "db", strategy=args.strategy,
                             budget=Budget(max_trials=args.trials, max_seconds=args.seconds), check=True)
     pretune_s = time.perf_counter() - t0
-    models["fallback"] = with_dense_fallback(models["stuning"])
+    models["fallback"] = copy.deepcopy(models["stuning"])  # dense where pretune timed the dense product faster
+    stuning.nn.set_dense_fallback(models["fallback"])
     db_bytes = Path(tuned.database).stat().st_size if Path(tuned.database).is_file() else 0
     reference_model = copy.deepcopy(models["dense"]).float()
     gen = torch.Generator(device=env["torch_device"]).manual_seed(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stuning.cli.errors import EXIT_OK, CLIError
-from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
+from stuning.cli.output import console, fmt_config, fmt_ratio, fmt_us, print_json, table
 
 
 def register(sub) -> None:
@@ -75,7 +75,7 @@ def _show(args) -> int:
         return EXIT_OK
     # "failed": configs recorded as not running in the entry's environment, which tuning skips there.
     rows = [[k, fmt_config(e.best.config), fmt_us(e.best.time_us), fmt_us(e.predicted_us),
-             "" if e.speedup_vs_dense is None else f"{e.speedup_vs_dense:.2f}x",
+             fmt_ratio(e.speedup_vs_dense),
              "measured" if e.measured else "predicted", len(e.failed) or "", "stale" if k in stale else ""]
             for k, e in sorted(entries.items())]
     console().print(table(f"{db.device_name}: {len(entries)} entries",

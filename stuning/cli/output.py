@@ -39,5 +39,9 @@ def fmt_us(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
+def fmt_ratio(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
 def fmt_config(d: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in d.items())

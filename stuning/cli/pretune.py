@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from stuning.cli.errors import EXIT_FAILED, EXIT_NO_GPU, EXIT_OK, CLIError
-from stuning.cli.output import console, fmt_config, fmt_us, print_json, table
+from stuning.cli.output import console, fmt_config, fmt_ratio, fmt_us, print_json, table
 from stuning.cli.problems import add_search_args, parse_fraction, split_list
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -138,7 +138,7 @@ def run(args) -> int:
     rows = [[p.layers[0] + (f" (+{len(p.layers) - 1})" if len(p.layers) > 1 else ""), p.op,
              "x".join(map(str, p.shape)), p.tokens, p.dtype, p.status, fmt_config(p.config or {}) or p.note,
              fmt_us(p.time_us), fmt_us(p.predicted_us), fmt_us(p.dense_us),
-             "-" if p.speedup_vs_dense is None else f"{p.speedup_vs_dense:.2f}x"] for p in tuned.problems]
+             fmt_ratio(p.speedup_vs_dense)] for p in tuned.problems]
     con.print(table(f"pretune for {tuned.device} ({tuned.strategy})",
                     ["layer", "op", "shape", "tokens", "dtype", "status", "config", "measured us", "predicted us",
                      "dense us", "vs dense"], rows))

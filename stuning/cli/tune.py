@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stuning.cli.errors import EXIT_NO_GPU, EXIT_OK, CLIError
-from stuning.cli.output import console, fmt_config, fmt_us, print_json, progress, table
+from stuning.cli.output import console, fmt_config, fmt_ratio, fmt_us, print_json, progress, table
 from stuning.cli.problems import add_problem_args, add_search_args, cases_from_args
 
 
@@ -53,7 +53,7 @@ def run(args) -> int:
                     "model_coefficients": fitted})
         return EXIT_OK
     rows = [[r["problem"], fmt_config(r["config"]), fmt_us(r["time_us"]), fmt_us(r["predicted_us"]),
-             fmt_us(r["dense_us"]), "-" if r["speedup_vs_dense"] is None else f"{r['speedup_vs_dense']:.2f}x",
+             fmt_us(r["dense_us"]), fmt_ratio(r["speedup_vs_dense"]),
              f"{r['timed']}/{r['space']}", r["seconds"]] for r in results]
     con.print(table(f"tuned for {db.device_name} ({args.strategy})",
                     ["problem", "best config", "measured us", "predicted us", "dense us", "vs dense", "timed/space",

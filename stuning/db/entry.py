@@ -56,6 +56,13 @@ def make_key(op: str, dtype, key_features: dict) -> str:
     return KEY_SEPARATOR.join(parts)
 
 
+def speedup_over_dense(dense_us: float | None, time_us: float | None) -> float | None:
+    """dense time / sparse time (> 1: the sparse kernel pays), when both were measured."""
+    if dense_us is None or not time_us:
+        return None
+    return dense_us / time_us
+
+
 @dataclass(frozen=True)
 class TimedConfig:
     config: dict
@@ -114,10 +121,7 @@ class DBEntry:
 
     @property
     def speedup_vs_dense(self) -> float | None:
-        """dense time / best time (> 1: the sparse kernel pays), when both were measured."""
-        if not self.measured or self.dense_us is None or not self.best.time_us:
-            return None
-        return self.dense_us / self.best.time_us
+        return speedup_over_dense(self.dense_us, self.best.time_us) if self.measured else None
 
     def to_json(self) -> dict:
         obj = {

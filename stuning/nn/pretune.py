@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from stuning.db.entry import speedup_over_dense
 from stuning.kernels.target import interpreting
 from stuning.nn.weights import SparseWeight
 from stuning.tuning.registry import TORCH_DTYPES
@@ -44,9 +45,7 @@ class PretuneProblem:
 
     @property
     def speedup_vs_dense(self) -> float | None:
-        if self.dense_us is None or not self.time_us:
-            return None
-        return self.dense_us / self.time_us
+        return speedup_over_dense(self.dense_us, self.time_us)
 
     def fill_from(self, entry, status: str) -> None:
         """Take the result a database entry holds for this problem."""

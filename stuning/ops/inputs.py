@@ -18,22 +18,25 @@ def tuned_config(operand, op: str, width: int, dtype, make_features):
     Keyed on the operand itself by (op, width bucket, width alignment, dtype): every width sharing
     those gets a config valid for it, so repeated calls skip features and keys entirely.
     """
-    slot = (op, bucket_tokens(width), alignment(width), dtype)
-    hit = operand.cache.get(slot)
-    if hit is None:
+    def choose():
         features = make_features()
-        hit = SELECTOR.choose(features, key_for(features))[0]
-        operand.cache[slot] = hit
-    return hit
+        return SELECTOR.choose(features, key_for(features))[0]
+
+    return _cached(operand, (op, bucket_tokens(width), alignment(width), dtype), choose)
 
 
 def dense_is_faster(operand, op: str, width: int, dtype, make_features) -> bool:
     """Whether the tuning database measured ``operand``'s product with ``width`` columns faster done
     dense (cached on the operand by the same slot as ``tuned_config``)."""
-    slot = ("dense", op, bucket_tokens(width), alignment(width), dtype)
+    return _cached(operand, ("dense", op, bucket_tokens(width), alignment(width), dtype),
+                   lambda: SELECTOR.dense_faster(key_for(make_features())))
+
+
+def _cached(operand, slot: tuple, compute):
+    """``compute()``, once per ``slot`` of the operand's cache: a forward's per-call cost is this lookup."""
     hit = operand.cache.get(slot)
     if hit is None:
-        hit = operand.cache[slot] = SELECTOR.dense_faster(key_for(make_features()))
+        hit = operand.cache[slot] = compute()
     return hit
 
 

@@ -166,7 +166,7 @@ def precompile_width(budget: Budget) -> int:
     """How many configs to compile ahead: no more than the search may time (seeds and the model's
     favourites come first), since compiling costs seconds per config."""
     if budget.max_seconds is not None and budget.max_seconds < PRECOMPILE_MIN_SECONDS:
-        return 0  # the workers would be stopped while still importing torch
+        return 0  # the workers would be stopped before they finish: the search compiles as it goes
     if budget.max_trials is None:
         return PRECOMPILE_TOP
     return max(1, min(PRECOMPILE_TOP, budget.max_trials))

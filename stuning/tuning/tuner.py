@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from stuning.db import FailedConfig
-from stuning.db.entry import union_failed
+from stuning.db.entry import speedup_over_dense, union_failed
 from stuning.tuning.cost_model import CostModel
 from stuning.tuning.device import DeviceSpec, local_spec
 from stuning.tuning.features import ProblemFeatures
@@ -43,9 +43,7 @@ class TuneOutcome:
 
     @property
     def speedup_vs_dense(self) -> float | None:
-        if self.dense_us is None or not self.best_time_us:
-            return None
-        return self.dense_us / self.best_time_us
+        return speedup_over_dense(self.dense_us, self.best_time_us)
 
 
 def default_budget(space: int) -> Budget:
