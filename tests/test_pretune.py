@@ -130,7 +130,7 @@ def test_a_measured_pretune_reports_each_problem_against_its_dense_layer(db_dir,
 
 
 @pytest.mark.gpu
-def test_measured_pretune_on_the_gpu_then_skipped(db_dir):
+def test_measured_pretune_on_the_gpu_then_skipped(db_dir, monkeypatch):
     from stuning.tuning.search import Budget
 
     model = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 512)).half().cuda()
@@ -146,6 +146,8 @@ def test_measured_pretune_on_the_gpu_then_skipped(db_dir):
         x = torch.randn(128, 512, device="cuda", dtype=torch.float16)
         assert model(x).shape == (128, 512)
     # With dense_fallback, a layer runs dense exactly at the (layer, tokens) pretune timed dense faster.
+    # Serving reads the pretuned directory the way pretune's docstring says: through $STUNING_DB_DIR.
+    monkeypatch.setenv("STUNING_DB_DIR", str(db_dir / "gpu"))
     SELECTOR.reset()
     for layer in (model[0], model[2]):
         layer.dense_fallback = True
