@@ -27,12 +27,22 @@ from stuning.tuning.search import (
 
 DEVICE = spec_for("h100")
 FEATURES = synthetic_spmm_features(4096, 4096, 128, 0.1, "float16", row_cv=0.4)
+# Decode width: CSR configs prefetch and sliced-ELL ones cannot, so the space is not a product of
+# its fields' values (a sampler drawing each field alone can name a config no kernel takes).
+NARROW = synthetic_spmm_features(4096, 4096, 16, 0.05, "float16", row_cv=0.4)
 
 
 @pytest.fixture(scope="module")
 def ranked():
     space = family("spmm").space(FEATURES, budget_of(DEVICE))
     return CostModel(DEVICE).rank(FEATURES, space)
+
+
+@pytest.fixture(scope="module")
+def narrow_ranked():
+    space = family("spmm").space(NARROW, budget_of(DEVICE))
+    assert {(c.kernel, c.prefetch) for c in space} == {("csr", True), ("sell", False)}
+    return CostModel(DEVICE).rank(NARROW, space)
 
 
 class ReplayedTimings:
@@ -84,6 +94,12 @@ class TestStrategyContract:
         if result.measured:
             assert {t.config for t in failed} == timings.failing & {t.config for t in result.trials}
         assert result.best.config not in timings.failing or not result.measured
+
+    def test_times_only_configs_of_a_space_that_is_not_a_product(self, name, narrow_ranked):
+        _, timings, result = _run(name, narrow_ranked, Budget(max_trials=60))
+        candidates = {c for c, _ in narrow_ranked}
+        assert all(t.config in candidates for t in result.trials)
+        assert set(timings.calls) <= candidates and result.best.config in candidates
 
     def test_deterministic(self, name, ranked):
         a = _run(name, ranked[:200], Budget(max_trials=30))[2]

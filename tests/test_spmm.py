@@ -187,6 +187,20 @@ def test_prefetch_matches_the_plain_loop(gen, device, rows, nnz_step):
     assert_close(y1, spmm_ref(dense, b), TOL[torch.float32])
 
 
+@pytest.mark.parametrize("n", [1, 16, 32, 33, 128])
+def test_csr_configs_prefetch_exactly_at_decode_widths(n):
+    problem = SpMMProblem(512, 512, n, 512 * 20, torch.float16)
+    wanted = n <= spmm_kernel.PREFETCH_MAX_N
+    space = spmm_kernel.config_space(problem)
+    assert space and {c.prefetch for c in space} == {wanted}
+    assert spmm_kernel.heuristic(problem).prefetch == wanted
+    # A stored config follows the rule of the problem it is used for, whichever it was tuned at.
+    for stored in (BASE, dataclasses.replace(BASE, prefetch=True)):
+        assert spmm_kernel.repair(stored, problem).prefetch == wanted
+    sell = dataclasses.replace(BASE, kernel="sell")
+    assert not spmm_kernel.repair(sell, problem).prefetch
+
+
 def test_prefetch_is_a_csr_option():
     with pytest.raises(ValueError, match="prefetch"):
         SpMMConfig(kernel="sell", prefetch=True)

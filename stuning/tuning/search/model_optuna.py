@@ -72,8 +72,11 @@ class ModelOptunaSearch(SearchStrategy):
         while len(trials) < len(survivors) and not budget.exhausted(objective.timed, start,
                                                                     succeeded=objective.succeeded):
             asked = study.ask(dists)
-            sampled = config_type(**asked.params)
-            config = sampled if sampled in predicted else self._nearest(sampled, survivors, objective)
+            try:
+                sampled = config_type(**asked.params)
+            except ValueError:  # TPE samples each parameter alone: a mix no kernel takes (sell + prefetch)
+                sampled = None
+            config = sampled if sampled in predicted else self._nearest(asked.params, survivors, objective)
             if config in objective.results:
                 # Every survivor near this sample is timed already: let TPE move on.
                 study.tell(asked, state=TrialState.PRUNED)
@@ -109,12 +112,10 @@ class ModelOptunaSearch(SearchStrategy):
         )
 
     @staticmethod
-    def _nearest(sampled, survivors, objective: RecordingObjective):
-        names = [f.name for f in dataclasses.fields(sampled)]
-
+    def _nearest(params: dict, survivors, objective: RecordingObjective):
         def score(cp):
             config, pred = cp
-            shared = sum(getattr(config, n) == getattr(sampled, n) for n in names)
+            shared = sum(getattr(config, n) == v for n, v in params.items())
             return (config in objective.results, -shared, pred, config_sort_key(config))
 
         return min(survivors, key=score)[0]
