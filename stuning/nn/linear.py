@@ -177,8 +177,6 @@ class SparseLayer(nn.Module):
             if requires_grad and torch.is_grad_enabled():
                 warn_once(f"{name}: no gradient flows through the Triton kernels (inference only); "
                           "run the model under torch.no_grad() or torch.inference_mode()")
-            if self._dense_is_faster(xt.shape[1]):
-                return self.sparse_weight.dense_matmul(xt)
             return self.sparse_weight.matmul(xt)
         if self._why_not_triton is not None and self.backend == "auto":
             warn_once(f"{name}: not using stuning's Triton kernels ({self._why_not_triton}); "
@@ -270,6 +268,11 @@ class SparseLinear(SparseLayer):
         requires_grad = x.requires_grad
         x = self._input(x)
         lead = x.shape[:-1]
+        if self._dense_is_faster(math.prod(lead)):
+            # The dense layer's own product, in its own layout: the transposes of X and Y the kernel
+            # path makes cost as much as the GEMM itself at a few hundred tokens (H200, Llama MLP).
+            with torch.autocast(x.device.type, enabled=False):  # the output stays in the weight's dtype
+                return nn.functional.linear(x, self.sparse_weight.dense(), self.bias)
         xt = x.reshape(-1, self.in_features).t()
         if self._use_triton:
             # The kernels gather rows of X^T: make them contiguous (a no-op for a single token).

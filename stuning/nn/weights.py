@@ -102,10 +102,6 @@ class SparseWeight(ABC):
         """Free the dense copy (the next ``dense()`` makes it again)."""
         self._dense = None
 
-    def dense_matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """``W @ X`` as a dense product (cuBLAS on a GPU)."""
-        return self.dense() @ x
-
     def torch_matmul(self, x: torch.Tensor) -> torch.Tensor:
         """``W @ X`` with PyTorch's sparse CSR product, fp32 where the device has none in this dtype.
 
