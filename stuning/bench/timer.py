@@ -3,9 +3,10 @@
 On a GPU every implementation of a row is probed first (host time per call, and GPU time with its
 launches queued behind a sleep kernel). The row is then timed with ``do_bench`` (median, L2 flushed
 before every call) or, when some implementation runs under ``graph_below_us`` or launches slower
-than it runs, with ``do_bench_cudagraph`` (median of graph replays), where do_bench would time the
-launch. One method per row keeps the ratios within a row fair. Through Triton's interpreter there
-is no GPU time: the wall clock of a few calls is taken, and every result says so.
+than it runs, with CUDA-graph replays (``flushed_graph_us``: median, L2 flushed inside the graph),
+where do_bench would time the launch. One method per row keeps the ratios within a row fair.
+Through Triton's interpreter there is no GPU time: the wall clock of a few calls is taken, and
+every result says so.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stuning.bench import error_text
-from stuning.tuning.timing import GRAPH_BELOW_US, bench_us
+from stuning.tuning.timing import GRAPH_BELOW_US, bench_us, flushed_graph_us
 
 WALL_CLOCK = "perf_counter"  # the `timing` of a result taken through the interpreter
 WALL_CLOCK_NOTE = "no GPU: wall clock through Triton's interpreter, not a GPU time"
@@ -148,10 +149,8 @@ class RowTimer:
 
         s = self.settings
         if method == "cudagraph":
-            ms = triton.testing.do_bench_cudagraph(fn, rep=s.graph_rep_ms, return_mode="median")
-        else:
-            ms = triton.testing.do_bench(fn, warmup=s.warmup_ms, rep=s.rep_ms, return_mode="median")
-        return ms * 1e3
+            return flushed_graph_us(fn, rep_ms=s.graph_rep_ms)
+        return triton.testing.do_bench(fn, warmup=s.warmup_ms, rep=s.rep_ms, return_mode="median") * 1e3
 
 
 def time_row(timer: RowTimer, impls: dict) -> RowTiming:
