@@ -27,6 +27,11 @@ def _fake_graph_timer(calls: list, ms_of: dict):
     return do_bench_cudagraph
 
 
+@pytest.fixture(autouse=True)
+def no_flush_timed_yet(monkeypatch):
+    monkeypatch.setattr(timing, "_FLUSH_TIMES", {})
+
+
 def test_each_call_runs_behind_a_flush_and_the_flush_alone_is_subtracted(monkeypatch):
     calls: list = []
     monkeypatch.setattr(timing, "_flush_buffer", lambda: FakeFlush(calls))
@@ -43,6 +48,22 @@ def test_a_difference_lost_in_noise_is_still_a_positive_time(monkeypatch):
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph",
                         _fake_graph_timer(calls, {("flush", "kernel"): 0.0349, ("flush",): 0.0350}))
     assert 0 < timing.flushed_graph_us(lambda: calls.append("kernel")) < 0.01
+
+
+def test_the_flush_alone_is_timed_again_only_after_a_while(monkeypatch):
+    calls: list = []
+    flush = FakeFlush(calls)
+    monkeypatch.setattr(timing, "_flush_buffer", lambda: flush)
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph",
+                        _fake_graph_timer(calls, {("flush", "kernel"): 0.0412, ("flush",): 0.0350}))
+    clock = [100.0]
+    monkeypatch.setattr(timing.time, "monotonic", lambda: clock[0])
+    for _ in range(3):
+        assert timing.flushed_graph_us(lambda: calls.append("kernel")) == pytest.approx(6.2)
+    assert calls.count("flush") == 3 + 1  # one per timed call, and the flush timed alone once
+    clock[0] += timing.FLUSH_RETIME_S + 1
+    timing.flushed_graph_us(lambda: calls.append("kernel"))
+    assert calls[-2:] == ["kernel", "flush"]
 
 
 @pytest.mark.gpu
