@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
+from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -54,9 +55,11 @@ def _semi24_kernel(
     # W: values (M, K/2), read as int32 pairs, and 4-bit group masks (M, ceil(K/32)) int32
     val_ptr,
     mask_ptr,
-    # X (K x N) and Y (M x N); with SPLIT_K > 1, Y is an fp32 buffer the splits add into
+    # X (K x N) and Y (M x N), any strides; with SPLIT_K > 1, Y is an fp32 buffer the splits add
+    # into. The bias Y's rows get (HAS_BIAS).
     x_ptr,
     y_ptr,
+    bias_ptr,
     M,
     N,
     K,
@@ -74,6 +77,7 @@ def _semi24_kernel(
     SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
 ):
     GROUPS: tl.constexpr = BLOCK_K // 4
     WORDS: tl.constexpr = BLOCK_K // 32
@@ -127,6 +131,9 @@ def _semi24_kernel(
         mask_ptrs += SPLIT_K * WORDS
         xt_ptrs += SPLIT_K * BLOCK_K * stride_xk
 
+    if HAS_BIAS:  # noqa: SIM102 (a constexpr test, then a runtime one: Triton compiles them apart)
+        if pid_k == 0:  # the other splits add into the same buffer
+            acc += tl.load(bias_ptr + offs_m, mask=m_ok, other=0.0).to(tl.float32)[None, :]
     y_ptrs = y_ptr + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None] * stride_yn
     y_ok = m_ok[None, :] & n_ok[:, None]
     if SPLIT_K > 1:
@@ -165,8 +172,11 @@ def semi24_mm(
     *,
     k: int,
     config: Semi24Config,
+    out: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Launch the 2:4 kernel on the arrays of a ``Semi24Matrix`` of logical width ``k``."""
+    """Launch the 2:4 kernel on the arrays of a ``Semi24Matrix`` of logical width ``k``:
+    ``out = W @ x (+ bias[:, None])``, ``out`` of any strides (a transposed view writes Y^T)."""
     if x.dim() != 2:
         raise ValueError(f"semi24_mm: X must be 2-D, got shape {tuple(x.shape)}")
     if values.dtype not in SUPPORTED_DTYPES:
@@ -179,24 +189,24 @@ def semi24_mm(
     if x.shape[0] != k:
         raise ValueError(f"semi24_mm: W has K = {k} columns but X has {x.shape[0]} rows")
     m, n = values.shape[0], x.shape[1]
+    out = check_b_and_out("semi24_mm", values, x, m, out)
+    check_bias("semi24_mm", bias, m, values)
     if m == 0 or n == 0 or k == 0:
-        return torch.zeros((m, n), dtype=x.dtype, device=x.device)
+        return fill_bias(out, bias)
     if values.stride(1) != 1 or masks.stride(1) != 1:
         raise ValueError("semi24_mm: the values and masks of W must be contiguous along K")
     if values.stride(0) % 2 or values.data_ptr() % 4:
         # The kernel reads each group's two values as one int32.
         raise ValueError("semi24_mm: the values of W must start and have rows on 4-byte boundaries")
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
-    if split_k > 1:
-        y = torch.zeros((m, n), dtype=torch.float32, device=x.device)
-    else:
-        y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    y = torch.zeros((m, n), dtype=torch.float32, device=x.device) if split_k > 1 else out
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), split_k)
     _semi24_kernel[grid](
         values,
         masks,
         x,
         y,
+        values if bias is None else bias,
         m,
         n,
         k,
@@ -213,10 +223,11 @@ def semi24_mm(
         SPLIT_K=split_k,
         EVEN_K=k % config.block_k == 0,
         UPCAST=interpreting(),
+        HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
-    return y.to(x.dtype) if split_k > 1 else y
+    return out.copy_(y) if split_k > 1 else out
 
 
 # ------------------------------------------------------------------------------ config space

@@ -28,9 +28,10 @@ def _spmm_kernel(
     col_ptr,
     val_ptr,
     row_order_ptr,
-    # B (K x N) and Y (M x N), dense
+    # B (K x N) and Y (M x N), dense (any strides), and the bias Y's rows get (HAS_BIAS)
     b_ptr,
     y_ptr,
+    bias_ptr,
     M,
     N,
     stride_bk,
@@ -47,6 +48,7 @@ def _spmm_kernel(
     EVEN_N: tl.constexpr,
     SWIZZLE: tl.constexpr,
     PREFETCH: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -93,8 +95,17 @@ def _spmm_kernel(
             b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
             acc += vals[:, :, None] * b.to(tl.float32)
 
+    y = add_row_bias(tl.sum(acc, axis=1), bias_ptr, rows, slot_ok, HAS_BIAS)
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
-    tl.store(y_ptrs, tl.sum(acc, axis=1).to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def add_row_bias(y, bias_ptr, rows, row_ok, HAS_BIAS: tl.constexpr):
+    """The (ROWS, BLOCK_N) fp32 tile ``y`` plus its rows' bias: a layer's bias add is then no pass of its own."""
+    if HAS_BIAS:
+        y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)[:, None]
+    return y
 
 
 @triton.jit
@@ -165,18 +176,21 @@ def spmm(
     row_order: torch.Tensor | None = None,
     pad_to: int = 1,
     out: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Launch the SpMM kernel on CSR arrays (already validated as a CSR matrix) and dense ``b``."""
+    """Launch the SpMM kernel on CSR arrays (already validated as a CSR matrix) and dense ``b``:
+    ``out = A @ b (+ bias[:, None])``, ``out`` of any strides (a transposed view writes Y^T)."""
     if config.kernel != "csr":
         raise ValueError(f"spmm: config.kernel is {config.kernel!r}; this launcher runs 'csr' configs")
     if crow.numel() != m + 1:
         raise ValueError(f"spmm: crow has {crow.numel()} entries for M = {m}")
     out = check_b_and_out("spmm", values, b, m, out)
+    check_bias("spmm", bias, m, values)
     n = b.shape[1]
     if m == 0 or n == 0:
         return out
     if b.shape[0] == 0 or col.numel() == 0:
-        return out.zero_()
+        return fill_bias(out, bias)
     if config.swizzle and row_order is None:
         raise ValueError("spmm: config.swizzle needs row_order")
     grid = (triton.cdiv(m, config.rows), triton.cdiv(n, config.block_n))
@@ -187,6 +201,7 @@ def spmm(
         row_order if config.swizzle else crow,
         b,
         out,
+        values if bias is None else bias,
         m,
         n,
         b.stride(0),
@@ -202,6 +217,7 @@ def spmm(
         EVEN_N=n % config.block_n == 0,
         SWIZZLE=config.swizzle,
         PREFETCH=config.prefetch,
+        HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
@@ -224,7 +240,26 @@ def check_b_and_out(what: str, values: torch.Tensor, b: torch.Tensor, m: int, ou
         return torch.empty((m, n), dtype=b.dtype, device=b.device)
     if out.shape != (m, n) or out.dtype != b.dtype or out.device != b.device:
         raise ValueError(f"{what}: out must be {b.dtype} ({m}, {n}) on {b.device}")
+    if out.numel() > 1 and 0 in out.stride():
+        raise ValueError(f"{what}: out has a zero stride {out.stride()}: its elements overlap")
     return out
+
+
+def check_bias(what: str, bias: torch.Tensor | None, m: int, values: torch.Tensor) -> None:
+    """Check a bias for the M rows of a product whose sparse operand stores ``values``."""
+    if bias is None:
+        return
+    if bias.shape != (m,):
+        raise ValueError(f"{what}: bias must have shape ({m},), got {tuple(bias.shape)}")
+    if bias.dtype != values.dtype or bias.device != values.device:
+        raise TypeError(f"{what}: bias is {bias.dtype} on {bias.device}; it must be {values.dtype} on {values.device}")
+    if bias.numel() > 1 and bias.stride(0) != 1:
+        raise ValueError(f"{what}: bias must be contiguous")
+
+
+def fill_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``out`` for a product with no nonzeros: the bias alone."""
+    return out.zero_() if bias is None else out.copy_(bias[:, None].expand_as(out))
 
 
 # ------------------------------------------------------------------------------ config space

@@ -19,7 +19,15 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from stuning.kernels.spmm import SpMMConfig, SpMMProblem, check_b_and_out, tile_configs
+from stuning.kernels.spmm import (
+    SpMMConfig,
+    SpMMProblem,
+    add_row_bias,
+    check_b_and_out,
+    check_bias,
+    fill_bias,
+    tile_configs,
+)
 from stuning.kernels.target import DeviceBudget
 
 
@@ -37,6 +45,7 @@ def _spmm_sell_kernel(
     # B (K x N) and Y (M x N), dense
     b_ptr,
     y_ptr,
+    bias_ptr,
     N,
     stride_bk,
     stride_bn,
@@ -48,6 +57,7 @@ def _spmm_sell_kernel(
     BLOCK_N: tl.constexpr,
     VEC: tl.constexpr,
     EVEN_N: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -79,7 +89,7 @@ def _spmm_sell_kernel(
             b = tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
         acc += vals[:, :, None] * b.to(tl.float32)
 
-    y = tl.sum(acc, axis=1)
+    y = add_row_bias(tl.sum(acc, axis=1), bias_ptr, rows, rows >= 0, HAS_BIAS)
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
     if EVEN_N:
         mask = (rows >= 0)[:, None]
@@ -100,9 +110,10 @@ def spmm_sell(
     step: int,
     config: SpMMConfig,
     out: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch the sliced-ELL SpMM on a ``SlicedELLMatrix``'s arrays (slices of ``slice_rows`` rows,
-    padded to multiples of ``step``) and dense ``b``."""
+    padded to multiples of ``step``) and dense ``b``; ``out`` and ``bias`` as for the CSR kernel."""
     if config.kernel != "sell":
         raise ValueError(f"spmm_sell: config.kernel is {config.kernel!r}, not 'sell'")
     if config.rows != slice_rows or step % config.nnz_step:
@@ -116,11 +127,12 @@ def spmm_sell(
     if row_ids.numel() != n_slices * slice_rows or n_slices * slice_rows < m:
         raise ValueError(f"spmm_sell: {row_ids.numel()} row ids for {n_slices} slices of {slice_rows} rows, M = {m}")
     out = check_b_and_out("spmm_sell", values, b, m, out)
+    check_bias("spmm_sell", bias, m, values)
     n = b.shape[1]
     if m == 0 or n == 0:
         return out
     if b.shape[0] == 0 or values.numel() == 0:
-        return out.zero_()
+        return fill_bias(out, bias)
     grid = (n_slices, triton.cdiv(n, config.block_n))
     _spmm_sell_kernel[grid](
         slice_ptr,
@@ -129,6 +141,7 @@ def spmm_sell(
         row_ids,
         b,
         out,
+        values if bias is None else bias,
         n,
         b.stride(0),
         b.stride(1),
@@ -139,6 +152,7 @@ def spmm_sell(
         BLOCK_N=config.block_n,
         VEC=config.vec,
         EVEN_N=n % config.block_n == 0,
+        HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )

@@ -64,6 +64,8 @@ def main() -> None:
     h = torch.randn(11008, tokens, device=dev, dtype=dtype)
     ht_rows = h.t().contiguous()  # (tokens, 11008): what down_proj receives in the model
     yt = torch.empty(4096, tokens, device=dev, dtype=dtype)
+    y_gate = torch.empty(tokens, 11008, device=dev, dtype=dtype)
+    y_down = torch.empty(tokens, 4096, device=dev, dtype=dtype)
 
     def transposed_block():
         t = x.reshape(-1, 4096).t().contiguous()
@@ -81,6 +83,8 @@ def main() -> None:
         "gate kernel": lambda: gate.sparse_weight.matmul(xt),
         "up kernel": lambda: up.sparse_weight.matmul(xt),
         "down kernel": lambda: down.sparse_weight.matmul(h),
+        "gate kernel into Y^T": lambda: gate.sparse_weight.matmul(xt, out=y_gate.t()),
+        "down kernel into Y^T": lambda: down.sparse_weight.matmul(h, out=y_down.t()),
         "copy X^T contiguous K=4096": lambda: x.reshape(-1, 4096).t().contiguous(),
         "copy X^T contiguous K=11008": lambda: ht_rows.t().contiguous(),
         "copy Y^T -> Y M=4096": lambda: yt.t().contiguous(),

@@ -191,6 +191,19 @@ class SparseConv2d(SparseLayer):
             y = F.conv2d(x, weight, self.bias, self.stride, 0, self.dilation).contiguous(memory_format=layout)
             return y.squeeze(0) if unbatched else y
         cols = self._columns(x, ho, wo)
+        if self._use_triton:
+            # The kernels add the bias and write W @ X (C_out, B*ho*wo) through the output's strides
+            # where it is one strided matrix (channels-last, or one image in NCHW); else one copy.
+            y = torch.empty((batch, m, ho, wo), dtype=x.dtype, device=x.device, memory_format=layout)
+            target = y.permute(1, 0, 2, 3)
+            try:
+                target = target.view(m, batch * ho * wo)
+            except RuntimeError:
+                yt = self._multiply(cols, requires_grad, bias=self.bias).view(m, batch, ho, wo)
+                target.copy_(yt)
+            else:
+                self._multiply(cols, requires_grad, out=target, bias=self.bias)
+            return y.squeeze(0) if unbatched else y
         # W @ X is (C_out, B*ho*wo): the output image by image with channels outermost, so for one
         # image in NCHW it is the output itself; otherwise one pass writes it in the input's format,
         # adding the bias and rounding from the PyTorch path's compute dtype on the way.

@@ -79,14 +79,16 @@ class SparseWeight(ABC):
         """The tuner's features of ``W @ X`` for X with ``n`` columns (no host synchronization)."""
 
     @abstractmethod
-    def _launch(self, x: torch.Tensor, config) -> torch.Tensor:
-        """``W @ X`` through the stuning op with an explicit config."""
+    def _launch(self, x: torch.Tensor, config, out: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor:
+        """``W @ X (+ bias)`` into ``out`` through the stuning op with an explicit config."""
 
-    def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """``W @ X`` (X: K x N) with the Triton kernel; the config is chosen once per token bucket."""
+    def matmul(self, x: torch.Tensor, *, out: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``W @ X`` (X: K x N) with the Triton kernel, plus ``bias`` per row, into ``out`` (M x N,
+        any strides) if given; the config is chosen once per token bucket."""
         n = x.shape[1]
         config = tuned_config(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
-        return self._launch(x, config)
+        return self._launch(x, config, out, bias)
 
     def dense_is_faster(self, n: int) -> bool:
         """Whether the tuning database timed ``W @ X`` (N = ``n``) faster as a dense product."""
@@ -131,8 +133,8 @@ class SparseWeight(ABC):
         x = torch.randn(self.shape[1], n, generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
         dense = weight.to_dense()
         reference = dense.float() @ x.float()
-        return Problem(None, weight.features(n), lambda c: weight._launch(x, c), reference, {"w": weight, "x": x},
-                       lambda: dense @ x)
+        return Problem(None, weight.features(n), lambda c: weight._launch(x, c, None, None), reference,
+                       {"w": weight, "x": x}, lambda: dense @ x)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""
@@ -195,8 +197,8 @@ class CSRWeight(SparseWeight):
             return spmm_features(self.matrix, n, dtype)
         return self._base_features.with_values(n=n, n_align=alignment(n))
 
-    def _launch(self, x, config):
-        return spmm(self.matrix, x, config=config)
+    def _launch(self, x, config, out, bias):
+        return spmm(self.matrix, x, config=config, out=out, bias=bias)
 
     def _to_torch_csr(self):
         a = self.matrix
@@ -255,8 +257,8 @@ class Semi24Weight(SparseWeight):
     def features(self, n, dtype=None):
         return semi24_features(self.shape[0], self.shape[1], n, dtype or self.dtype)
 
-    def _launch(self, x, config):
-        return semi24_mm(self.matrix, x, config=config)
+    def _launch(self, x, config, out, bias):
+        return semi24_mm(self.matrix, x, config=config, out=out, bias=bias)
 
 
 def torch_compute_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:

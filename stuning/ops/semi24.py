@@ -14,8 +14,13 @@ def problem_of(w: Semi24Matrix, x: torch.Tensor) -> semi24_kernel.Semi24Problem:
     return semi24_kernel.Semi24Problem(m=w.shape[0], k=w.shape[1], n=x.shape[1], dtype=w.dtype)
 
 
-def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None) -> torch.Tensor:
-    """``W @ X`` for W a ``Semi24Matrix`` (M x K, fp16 or bf16) and X dense K x N of the same dtype."""
+def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
+              bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``W @ X`` for W a ``Semi24Matrix`` (M x K, fp16 or bf16) and X dense K x N of the same dtype.
+
+    ``bias`` (M,) is added to every column of the result; ``out`` (M x N, any strides: a transposed
+    view of an N x M tensor writes Y^T) receives it. ``config`` as for ``stuning.spmm``.
+    """
     if not isinstance(w, Semi24Matrix):
         raise TypeError(
             f"semi24_mm: W must be a Semi24Matrix, got {type(w).__name__} "
@@ -32,4 +37,4 @@ def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None) -> torch.Tensor:
         semi24_kernel.Semi24Config,
         lambda: tuned_config(w, "semi24", n, w.dtype, lambda: semi24_features(m, k, n, w.dtype)),
     )
-    return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=cfg)
+    return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=cfg, out=out, bias=bias)

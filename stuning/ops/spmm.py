@@ -15,13 +15,18 @@ def problem_of(a, b: torch.Tensor) -> spmm_kernel.SpMMProblem:
     return spmm_kernel.SpMMProblem(m=m, k=k, n=b.shape[1], nnz=a.nnz, dtype=a.dtype, pad_to=a.pad_to)
 
 
-def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None) -> torch.Tensor:
+def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
+         bias: torch.Tensor | None = None) -> torch.Tensor:
     """``A @ B`` for A a ``CSRMatrix`` (or torch sparse CSR tensor), M x K, and B dense K x N.
 
     fp32, fp16 and bf16, accumulated in fp32; the result has B's dtype. ``config`` is an
     ``SpMMConfig`` (or a dict of its fields); ``None`` looks the problem up in the tuning
     database (then the cost model, then the default heuristic). A config's ``kernel`` picks the CSR
     kernel or the sliced-ELL one (whose copy of A is built on first use and cached on A).
+
+    ``bias`` (M,) is added to every column of the result, in the kernel. ``out`` (M x N) receives the
+    result and may have any strides: a transposed view of an N x M tensor gets Y^T written straight
+    into it (how ``SparseLinear`` returns ``x @ W^T + b`` without a pass of its own).
     """
     a = as_csr(a, "spmm: A")
     b = dense_2d(b, "spmm: B")
@@ -32,4 +37,4 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None) ->
     cfg = resolve_config(
         config, spmm_kernel.SpMMConfig, lambda: tuned_config(a, "spmm", n, a.dtype, lambda: spmm_features(a, n))
     )
-    return launch_spmm(a, b, cfg, out=out)
+    return launch_spmm(a, b, cfg, out=out, bias=bias)

@@ -16,12 +16,14 @@ from stuning.kernels import spmm_sell as sell_kernel
 
 
 def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *,
-                out: torch.Tensor | None = None) -> torch.Tensor:
-    """``A @ B`` with the kernel ``config.kernel`` names; a sliced-ELL copy of A is built on first
-    use and cached on A (weights are static)."""
+                out: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``A @ B`` (plus ``bias`` per row) with the kernel ``config.kernel`` names; a sliced-ELL copy
+    of A is built on first use and cached on A (weights are static)."""
     if config.kernel == "sell":
         s = SlicedELLMatrix.from_csr(a, config.rows, config.swizzle, config.nnz_step)
         return sell_kernel.spmm_sell(s.values, s.cols, s.slice_ptr, s.row_ids, b, m=a.shape[0],
-                                     slice_rows=s.slice_rows, step=s.step, config=config, out=out)
+                                     slice_rows=s.slice_rows, step=s.step, config=config, out=out,
+                                     bias=bias)
     return spmm_kernel.spmm(a.crow, a.col, a.values, b, m=a.shape[0], config=config,
-                            row_order=a.row_order() if config.swizzle else None, pad_to=a.pad_to, out=out)
+                            row_order=a.row_order() if config.swizzle else None, pad_to=a.pad_to, out=out,
+                            bias=bias)
