@@ -183,6 +183,25 @@ def test_top_k_is_capped_and_ties_are_deterministic():
     assert [t.config["c"] for t in merged.top_k] == [0, 1, 2, 3, 5]  # equal times: ordered by config
 
 
+def test_times_of_a_later_timer_replace_an_earlier_ones():
+    # Timer "1" replayed graphs with L2 warm: its 1 us is no better than timer 2's 3 us, only warmer.
+    warm = entry(1.0, {"c": 1}, top_k=[({"c": 1}, 1.0)], dense_us=5.0, updated="2026-01-02T00:00:00+00:00")
+    cold = entry(3.0, {"c": 2}, top_k=[({"c": 2}, 3.0)], dense_us=9.0,
+                 env=dataclasses.replace(ENV, timer="2"), updated="2026-01-01T00:00:00+00:00")
+    assert "timer" not in warm.env and cold.env["timer"] == "2"
+    assert DBEntry.from_json(json.loads(json.dumps(cold.to_json()))) == cold
+    for merged in (merge_entries(warm, cold), merge_entries(cold, warm)):
+        assert merged.best.config == {"c": 2} and merged.dense_us == 9.0
+        assert [t.config for t in merged.top_k] == [{"c": 2}]
+
+
+def test_this_machine_stamps_its_timer_revision():
+    from stuning.tuning.session import local_environment
+    from stuning.tuning.timing import TIMER_REVISION
+
+    assert local_environment().entry_env("spmm")["timer"] == TIMER_REVISION
+
+
 def test_entries_from_another_environment_yield_to_the_newer():
     old = entry(1.0, env=Environment(DEVICE, triton="2.0.0"), updated="2024-01-01T00:00:00+00:00")
     new = entry(9.0, updated="2025-01-01T00:00:00+00:00")

@@ -431,3 +431,34 @@ def test_semi24_recompiles_per_divisibility_class_only(device_gen):
     assert variants() == 2, "semi24 compiled again for a size of a class it had compiled"
     launch(1024, 8192, 64, dataclasses.replace(cfg, split_k=2))  # SPLIT_K is a template parameter
     assert variants() == 3
+
+
+# ------------------------------------------------------------------- fused epilogue (Y^T, bias)
+def epilogue_params():
+    params = []
+    for n in (16, 37):
+        problem = spmm_kernel.SpMMProblem(3001, 4096, n, round(0.05 * 3001 * 4096), torch.float16)
+        sell = sample_configs(sell_kernel.config_space(problem), 1, seed=300 + n)[0]
+        params += [pytest.param("csr", n, spmm_kernel.heuristic(problem), id=f"csr-n{n}"),
+                   pytest.param("sell", n, sell, id=f"sell-n{n}")]
+        s24 = semi24_kernel.heuristic(semi24_kernel.Semi24Problem(3001, 4096, n, torch.float16))
+        params += [pytest.param("2:4", n, s24, id=f"semi24-n{n}"),
+                   pytest.param("2:4", n, dataclasses.replace(s24, split_k=4), id=f"semi24-split4-n{n}")]
+    return params
+
+
+@pytest.mark.parametrize("fmt,n,config", epilogue_params())
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
+def test_epilogue_writes_y_transposed_with_bias(device_gen, dtype, tol, fmt, n, config):
+    """What SparseLinear runs: Y (N x M) written through the transposed view, the bias fused."""
+    m, k = 3001, 4096
+    dense = random_24(m, k, dtype, device_gen) if fmt == "2:4" else random_sparse(m, k, 0.05, dtype, device_gen)
+    x = randn(k, n, dtype=dtype, gen=device_gen)
+    bias = randn(m, dtype=dtype, gen=device_gen)
+    y = torch.full((n, m), float("nan"), dtype=dtype, device=x.device)
+    if fmt == "2:4":
+        stuning.semi24_mm(Semi24Matrix.from_dense(dense), x, config=config, out=y.t(), bias=bias)
+    else:
+        stuning.spmm(CSRMatrix.from_dense(dense), x, config=config, out=y.t(), bias=bias)
+    ref = dense.double() @ x.double() + bias.double()[:, None]
+    assert_close(y.t(), ref, tol, f"{fmt} n={n} {config} into Y^T with bias")

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from stuning.db.environment import same_environment
-from stuning.db.schema import ENV_FIELDS, MAX_FAILURE_MESSAGE, TOP_K, validate_entry
+from stuning.db.environment import same_environment, timer_revision
+from stuning.db.schema import ENV_FIELDS, ENV_OPTIONAL_FIELDS, MAX_FAILURE_MESSAGE, TOP_K, validate_entry
 
 KEY_SEPARATOR = "|"
 
@@ -110,7 +110,7 @@ class DBEntry:
     predicted_us: float | None = None  # the cost model's prediction for best
     measured: bool = True  # False: model-only, all time_us are None
     tuner: dict = field(default_factory=lambda: {"strategy": "unknown", "trials": 0, "seconds": 0.0})
-    env: dict = field(default_factory=dict)  # {device, triton, torch}; TuningDB.put fills it if empty
+    env: dict = field(default_factory=dict)  # {device, triton, torch, kernel, timer}; TuningDB.put fills it if empty
     updated: str = field(default_factory=now_iso)
     failed: list = field(default_factory=list)  # [FailedConfig] in env; see union_failed for the order
     dense_us: float | None = None  # the same problem as a dense product (cuBLAS), timed in the same run
@@ -134,7 +134,7 @@ class DBEntry:
             "measured": self.measured,
             "tuner": dict(self.tuner),
             "env": {f: self.env.get(f) for f in ENV_FIELDS}
-            | ({"kernel": self.env["kernel"]} if self.env.get("kernel") is not None else {}),
+            | {f: self.env[f] for f in ENV_OPTIONAL_FIELDS if self.env.get(f) is not None},
             "updated": self.updated,
         }
         if self.failed:  # optional: entries without failures keep their old, shorter form in diffs
@@ -172,6 +172,8 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
 
     - Results from different environments (device or triton) are not comparable: the newer one wins.
     - A measured result beats a predicted one; between two predicted ones the newer wins.
+    - Between two measured ones taken by different timers (``env.timer``: the first timed short
+      kernels with L2 warm), the later timer's wins with its own dense time: the times do not compare.
     - Between two measured ones the lower best time wins, and the top-k lists are united (deduplicated
       by config at its lowest time, fastest first, capped at TOP_K).
     - Within one environment the failed lists are united whichever entry wins: a failure is a fact
@@ -197,6 +199,8 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
         return kept(a if a.measured else b)
     if not a.measured:
         return kept(_newer(a, b))
+    if timer_revision(a.env) != timer_revision(b.env):
+        return replace(max(a, b, key=lambda e: timer_revision(e.env)), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
     return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]))
 

@@ -17,6 +17,10 @@ from importlib import metadata
 STALENESS_FIELDS = ("device", "triton", "kernel")
 # Entries written before kernels had revisions were all timed on the first one.
 FIRST_KERNEL_REVISION = "1"
+# ``timer`` is the revision of the way ``time_us`` was taken (``stuning.tuning.timing``). It does not
+# make an entry stale (its config is as good an answer), but two timers' times do not compare: merges
+# keep the result of the later timer. Entries without it were timed by the first.
+FIRST_TIMER_REVISION = "1"
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class Environment:
     compute_capability: tuple[int, int] | None = None
     sm_count: int | None = None
     kernel_revisions: tuple[tuple[str, str], ...] = ()  # (op, revision) of the installed kernels
+    timer: str | None = None  # the revision of the timer this environment measures with
 
     @classmethod
     def detect(cls, device_name: str, **known) -> Environment:
@@ -42,6 +47,8 @@ class Environment:
         revision = dict(self.kernel_revisions).get(op)
         if revision is not None:
             env["kernel"] = revision
+        if self.timer is not None:
+            env["timer"] = self.timer
         return env
 
     def device_header(self) -> dict:
@@ -57,6 +64,11 @@ def same_environment(a: dict, b: dict, *, kernels: bool = True) -> bool:
     leaves the kernel revision out (for an environment that does not know the installed kernels')."""
     fields = STALENESS_FIELDS if kernels else tuple(f for f in STALENESS_FIELDS if f != "kernel")
     return all(_staleness_value(a, f) == _staleness_value(b, f) for f in fields)
+
+
+def timer_revision(env: dict) -> int:
+    """The revision of the timer an entry's times were taken with."""
+    return int(env.get("timer") or FIRST_TIMER_REVISION)
 
 
 def judges_kernels(env: Environment | dict) -> bool:

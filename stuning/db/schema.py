@@ -23,7 +23,8 @@ and an entry is::
       "measured": bool,                       # false: a model-only result, every time_us is null
       "tuner": {"strategy": str, "trials": int, "seconds": number},
       "env": {"device": str | null, "triton": str | null, "torch": str | null,
-              "kernel": str},                 # optional: the op's kernel revision, absent for "1"
+              "kernel": str,                  # optional: the op's kernel revision, absent for "1"
+              "timer": str},                  # optional: the timer's revision, absent for "1"
       "updated": ISO-8601 timestamp,
       "failed": [{"config": ..., "status": str, "message": str}, ...]   # optional, omitted when empty
     }
@@ -61,7 +62,8 @@ FAILED_FIELDS = ("config", "status", "message")
 MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
 TUNER_FIELDS = ("strategy", "trials", "seconds")
 ENV_FIELDS = ("device", "triton", "torch")
-ENV_OPTIONAL_FIELDS = ("kernel",)  # the op's kernel revision; absent in entries of its first revision
+# The op's kernel revision and the timer's; each absent in entries of its first revision.
+ENV_OPTIONAL_FIELDS = ("kernel", "timer")
 MISSES_FIELDS = ("schema_version", "device", "misses")
 MISS_FIELDS = ("count", "op", "dtype", "features")
 

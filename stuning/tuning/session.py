@@ -13,6 +13,7 @@ from stuning.tuning.device import DeviceSpec, local_spec, spec_for
 from stuning.tuning.features import ProblemFeatures
 from stuning.tuning.registry import KERNEL_REVISIONS
 from stuning.tuning.search.base import RECORDED_STATUSES
+from stuning.tuning.timing import TIMER_REVISION
 
 # The database "device" of runs through Triton's CPU interpreter: predictions only, never timings.
 INTERPRETER_DEVICE = "Triton interpreter (CPU)"
@@ -28,11 +29,11 @@ def local_device_name() -> str:
 def local_environment() -> Environment:
     name = local_device_name()
     if name == INTERPRETER_DEVICE:
-        return Environment.detect(name, kernel_revisions=kernel_revisions())
+        return Environment.detect(name, kernel_revisions=kernel_revisions(), timer=TIMER_REVISION)
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return Environment.detect(
         name, cuda=torch.version.cuda, compute_capability=(props.major, props.minor),
-        sm_count=props.multi_processor_count, kernel_revisions=kernel_revisions(),
+        sm_count=props.multi_processor_count, kernel_revisions=kernel_revisions(), timer=TIMER_REVISION,
     )
 
 
@@ -64,7 +65,7 @@ def open_db(device_name: str | None = None, **options) -> TuningDB:
     """The tuning database of ``device_name`` (default: this machine's device)."""
     name = resolve_device_name(device_name) if device_name else local_device_name()
     env = (local_environment() if name == local_device_name()
-           else Environment.detect(name, kernel_revisions=kernel_revisions()))
+           else Environment.detect(name, kernel_revisions=kernel_revisions(), timer=TIMER_REVISION))
     return TuningDB.open(name, env=env, **options)
 
 

@@ -6,6 +6,10 @@ import statistics
 import time
 from collections.abc import Callable
 
+# The revision of how ``bench_us`` times (recorded in each database entry's ``env.timer``): "2" is
+# graph replays behind an L2 flush; "1" replayed graphs with L2 warm, which flattered any operand
+# smaller than L2 (50 MB on the H200), so its times do not compare with these.
+TIMER_REVISION = "2"
 GRAPH_BELOW_US = 100.0  # launch overhead (tens of us through a Python launcher) is a visible share below this
 
 
