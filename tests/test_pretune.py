@@ -129,6 +129,26 @@ def test_a_measured_pretune_reports_each_problem_against_its_dense_layer(db_dir,
     assert again.skipped == 4 and [p.dense_us for p in again.problems] == [p.dense_us for p in report.problems]
 
 
+def test_measurements_of_an_older_timer_are_tuned_again(db_dir, fake_measuring):
+    from stuning.tuning.search import Budget
+    from stuning.tuning.timing import TIMER_REVISION
+
+    model = _twin_model()
+    stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    (path,) = db_dir.glob("*.json")
+    doc = json.loads(path.read_text())
+    assert {e["env"]["timer"] for e in doc["entries"].values()} == {TIMER_REVISION}
+    for e in doc["entries"].values():
+        del e["env"]["timer"]  # as entries timed before the timer had revisions (warm-L2 graphs)
+    path.write_text(json.dumps(doc))
+    SELECTOR.reset()
+    again = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    assert (again.tuned, again.skipped) == (4, 0)
+    assert {e["env"]["timer"] for e in _entries(path).values()} == {TIMER_REVISION}
+    third = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    assert (third.tuned, third.skipped) == (0, 4)
+
+
 @pytest.mark.gpu
 def test_measured_pretune_on_the_gpu_then_skipped(db_dir, monkeypatch):
     from stuning.tuning.search import Budget

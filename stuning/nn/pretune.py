@@ -230,12 +230,25 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     return report
 
 
+def answers(held, measuring: bool) -> bool:
+    """Whether the stored entry ``held`` (or None) already answers a pretune run.
+
+    A prediction does not answer a measuring run; a measurement answers any run, unless an older
+    timer took it: its times do not compare, so the search runs again with its configs as seeds.
+    """
+    from stuning.db.environment import timer_revision
+    from stuning.tuning.timing import TIMER_REVISION
+
+    if held is None:
+        return False
+    return not measuring or (held.measured and timer_revision(held.env) >= int(TIMER_REVISION))
+
+
 def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, **options) -> None:
     from stuning.tuning.driver import tune_problem
 
     held = db.get(p.key)
-    # A stored prediction does not answer a measuring run; a measurement answers any run.
-    if held is not None and (held.measured or not measuring):
+    if answers(held, measuring):
         p.fill_from(held, DONE)
         return
     from stuning.tuning.search import TrialFailure

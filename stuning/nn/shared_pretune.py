@@ -36,7 +36,16 @@ import torch
 from torch import nn
 
 from stuning.db import DBEntry
-from stuning.nn.pretune import DONE, FAILED, TUNED, UNSUPPORTED, PretuneProblem, PretuneReport, pretune_progress
+from stuning.nn.pretune import (
+    DONE,
+    FAILED,
+    TUNED,
+    UNSUPPORTED,
+    PretuneProblem,
+    PretuneReport,
+    answers,
+    pretune_progress,
+)
 from stuning.nn.pretune_worker import WorkerSpec, run_worker
 from stuning.nn.weights import SparseWeight
 from stuning.tuning import claims
@@ -111,7 +120,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         held = tuning_db.get(p.key)
         if p.status == UNSUPPORTED:
             continue
-        if held is not None and (held.measured or not measuring):  # as pretune: a measurement answers any run
+        if answers(held, measuring):
             p.fill_from(held, DONE)
         else:
             todo.append(p)
