@@ -183,6 +183,7 @@ def main() -> int:
 
     out = os.environ.get("OUT")
     if out:
+        os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "spmm_latency_probe.json"), "w") as f:
             json.dump(rows_out, f, indent=1)
     print(f"{'n':>5} {'sparsity':>8} {'cublas':>8} {'auto':>8} {'plain':>8} {'prefetch':>8} {'reblocked':>9} "
