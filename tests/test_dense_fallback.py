@@ -28,7 +28,8 @@ def calls(monkeypatch):
     """Which product each forward ran, per layer's output size."""
     seen = []
     kernel, dense = SparseWeight.matmul, SparseWeight.dense
-    monkeypatch.setattr(SparseWeight, "matmul", lambda w, x: seen.append(("kernel", w.shape[0])) or kernel(w, x))
+    monkeypatch.setattr(SparseWeight, "matmul",
+                        lambda w, x, **kw: seen.append(("kernel", w.shape[0])) or kernel(w, x, **kw))
     monkeypatch.setattr(SparseWeight, "dense", lambda w: seen.append(("dense", w.shape[0])) or dense(w))
     return seen
 
