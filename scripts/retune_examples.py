@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 
-MODELS = ("bert", "llama-mlp")
-
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="llama-mlp,bert", help="comma list of: " + ", ".join(MODELS))
+    ap.add_argument("--models", default="llama-mlp,bert", help="comma list of: bert, llama-mlp")
     ap.add_argument("--sparsities", default="0.9,0.95", help="fractions of zeros (CSR) and/or 2:4")
     ap.add_argument("--tokens", default="16,128", help="tokens per forward (the N of each layer)")
     ap.add_argument("--seconds", type=float, default=8.0, help="time limit per problem")
@@ -34,6 +32,9 @@ def main(argv=None) -> None:
     from stuning.tuning.search import Budget
 
     builders = {"bert": examples.bert_encoder, "llama-mlp": examples.llama_mlp}
+    unknown = set(args.models.split(",")) - set(builders)
+    if unknown:
+        raise SystemExit(f"retune_examples.py: unknown model(s) {sorted(unknown)}; use bert, llama-mlp")
     for name in args.models.split(","):
         for pattern in args.sparsities.split(","):
             model = builders[name](dtype=torch.float16, device="cuda")

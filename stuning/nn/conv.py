@@ -196,13 +196,10 @@ class SparseConv2d(SparseLayer):
             # where it is one strided matrix (channels-last, or one image in NCHW); else one copy.
             y = torch.empty((batch, m, ho, wo), dtype=x.dtype, device=x.device, memory_format=layout)
             target = y.permute(1, 0, 2, 3)
-            try:
-                target = target.view(m, batch * ho * wo)
-            except RuntimeError:
-                yt = self._multiply(cols, requires_grad, bias=self.bias).view(m, batch, ho, wo)
-                target.copy_(yt)
+            if channels_last or batch == 1:
+                self._multiply(cols, requires_grad, out=target.view(m, batch * ho * wo), bias=self.bias)
             else:
-                self._multiply(cols, requires_grad, out=target, bias=self.bias)
+                target.copy_(self._multiply(cols, requires_grad, bias=self.bias).view(m, batch, ho, wo))
             return y.squeeze(0) if unbatched else y
         # W @ X is (C_out, B*ho*wo): the output image by image with channels outermost, so for one
         # image in NCHW it is the output itself; otherwise one pass writes it in the input's format,

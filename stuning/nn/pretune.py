@@ -17,9 +17,11 @@ import torch
 from torch import nn
 
 from stuning.db.entry import speedup_over_dense
+from stuning.db.environment import timer_revision
 from stuning.kernels.target import interpreting
 from stuning.nn.weights import SparseWeight
 from stuning.tuning.registry import TORCH_DTYPES
+from stuning.tuning.timing import TIMER_REVISION
 
 DEFAULT_TOKENS = (16, 128, 512, 2048)
 
@@ -236,9 +238,6 @@ def answers(held, measuring: bool) -> bool:
     A prediction does not answer a measuring run; a measurement answers any run, unless an older
     timer took it: its times do not compare, so the search runs again with its configs as seeds.
     """
-    from stuning.db.environment import timer_revision
-    from stuning.tuning.timing import TIMER_REVISION
-
     if held is None:
         return False
     return not measuring or (held.measured and timer_revision(held.env) >= int(TIMER_REVISION))
