@@ -265,6 +265,12 @@ def fill_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
 # ------------------------------------------------------------------------------ config space
 _ROWS = (1, 2, 4, 8, 16)
 _NNZ_STEPS = (8, 16, 32)
+# Longer steps, up to this N only. They pay off where few programs each walk long rows, so that the
+# chain of dependent loads sets the time: at 768 x 3072, N = 16 on the H200 a 64- or 128-long step
+# ran 1.4-2x faster than the best of 8-32 (BENCHMARKS.md 7g). From N = 128 on (4096 x 4096) they won
+# once in six problems, by 2%: there they would only dilute the search.
+_LONG_STEPS = (64, 128)
+LONG_STEP_MAX_N = 32
 _BLOCK_NS = (16, 32, 64, 128)
 _VECS = (4, 2, 1)  # widest first: only the widest load N's alignment allows enters the space
 _WARPS = (2, 4, 8)
@@ -303,8 +309,9 @@ def tile_configs(problem: SpMMProblem, budget: DeviceBudget | None, row_options:
     # Narrower loads than alignment allows were 1.6-5x slower in every measured problem: not worth timing.
     vec = next(v for v in _VECS if problem.n % v == 0)
     prefetch = prefetches(problem, kernel)
+    steps = _NNZ_STEPS + (_LONG_STEPS if problem.n <= LONG_STEP_MAX_N else ())
     for rows, step, bn, warps, stages, swz in itertools.product(
-        row_options, _NNZ_STEPS, _BLOCK_NS, _WARPS, _STAGES, (False, True)
+        row_options, steps, _BLOCK_NS, _WARPS, _STAGES, (False, True)
     ):
         threads = 32 * warps
         if bn > n_cap or rows > max(1, triton.next_power_of_2(problem.m)):

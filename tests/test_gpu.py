@@ -187,7 +187,7 @@ def test_spmm_sell_decode_sparsities_and_odd_n(device_gen, sparsity, n):
     a = CSRMatrix.from_dense(dense)
     b = randn(SPMM_K, n, dtype=torch.float16, gen=device_gen)
     ref = spmm_ref(dense, b)
-    for rows, step, block_n in ((8, 8, 16), (32, 8, 16), (16, 16, 32)):
+    for rows, step, block_n in ((8, 8, 16), (32, 8, 16), (16, 16, 32), (4, 64, 16), (1, 128, 16)):
         cfg = spmm_kernel.SpMMConfig(rows, step, block_n, 4, True, 4, 1, kernel="sell")
         assert_close(stuning.spmm(a, b, config=cfg), ref, TOL[torch.float16], f"sparsity {sparsity} {cfg}")
 

@@ -19,7 +19,7 @@ import pytest
 
 from stuning.tuning.cost_model import CostModel
 from stuning.tuning.device import spec_for
-from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.features import ProblemFeatures, synthetic_spmm_features
 from stuning.tuning.registry import family
 from stuning.tuning.search import ModelOptunaSearch, RecordingObjective, TrialFailure
 from stuning.tuning.tuner import default_budget
@@ -115,3 +115,44 @@ def test_model_optuna_near_the_oracle_at_a_fraction_of_its_cost(trials):
     assert _geomean(everything) >= 0.95, per_op
     # 2:4 at wide N is where the fitted model generalises worst; no op falls far behind.
     assert all(_geomean(rs) >= 0.85 for rs in per_op.values()), per_op
+
+
+STEP_PROBE = Path(__file__).parent / "data" / "h200_spmm_step_probe.csv.gz"
+
+
+def _decode_probe_problems():
+    """scripts/probe_spmm_latency.py on the H200 at N = 16 (uniform rows, fp16): a grid of CSR
+    configs (rows 1-4, steps 16-128, with and without prefetch) timed on 768 x 3072 (90%, 95% zeros)
+    and 4096 x 4096 (90, 95, 98%)."""
+    probe = pd.read_csv(STEP_PROBE)
+    probe = probe[(probe.n == 16) & (probe.config != "cublas")]
+    fam = family("spmm")
+    for (m, k, n, sparsity), rows in probe.groupby(["m", "k", "n", "sparsity"]):
+        density = 1.0 - sparsity
+        features = synthetic_spmm_features(int(m), int(k), int(n), density, "float16",
+                                           row_cv=math.sqrt(sparsity / (k * density)))  # binomial row lengths
+        yield (m, k, sparsity), features, [(fam.config_from_dict(json.loads(c)), t)
+                                           for c, t in zip(rows.config, rows.time_us, strict=True)]
+
+
+def _top5_miss(model, features, timed) -> float:
+    """How much slower the best of the model's five favourite configs ran than the best of all."""
+    ranked = sorted(timed, key=lambda ct: model.predict_us(features, ct[0]))
+    return min(t for _, t in ranked[:5]) / min(t for _, t in timed)
+
+
+@pytest.mark.parametrize("mem_latency_us", [H200.mem_latency_us, 0.0])
+def test_the_step_chain_ranks_long_steps_where_few_programs_walk_long_rows(mem_latency_us):
+    """At decode N with few rows (768: one wave of programs) time grows with the steps of the
+    nonzero loop, not with bandwidth: the model must see that chain to rank 64- and 128-long steps
+    first there, and must not push them where many programs hide it (4096 rows)."""
+    model = CostModel(dataclasses.replace(H200, mem_latency_us=mem_latency_us))
+    misses = {problem: _top5_miss(model, features, timed) for problem, features, timed in _decode_probe_problems()}
+    assert len(misses) == 5
+    few_rows = [miss for (m, _, _), miss in misses.items() if m == 768]
+    many_rows = [miss for (m, _, _), miss in misses.items() if m == 4096]
+    assert all(miss <= 1.05 for miss in many_rows), misses
+    if mem_latency_us:
+        assert all(miss <= 1.05 for miss in few_rows), misses
+    else:  # without the chain, bandwidth alone favours short steps: 1.9x and 1.3x slower
+        assert max(few_rows) > 1.25, misses

@@ -54,7 +54,7 @@ class ReplayedTimings:
         # Follow the model's ranking loosely, as real timings do, with deterministic noise.
         self.table = {}
         for c, pred in ranked:
-            noise = 1.0 + 0.3 * (((hash((c.rows, c.nnz_step, c.block_n, c.vec)) ^ seed) % 1000) / 1000.0)
+            noise = 1.0 + 0.3 * ((hash((c.rows, c.nnz_step, c.block_n, c.vec, seed)) % 1000) / 1000.0)
             self.table[c] = pred * noise
         self.failing = {configs[i] for i in range(1, len(configs), 97)}
         self.optimum = min((c for c in configs if c not in self.failing), key=self.table.__getitem__)
@@ -138,12 +138,16 @@ def test_model_only_times_nothing(ranked):
 
 
 def test_model_optuna_near_oracle_at_a_fraction_of_its_cost(ranked):
-    timings = ReplayedTimings(ranked)
-    oracle = min(v for c, v in timings.table.items() if c not in timings.failing)
-    budget = Budget(max_trials=math.ceil(0.05 * len(ranked)))
-    result = ModelOptunaSearch().search(ranked, RecordingObjective(timings), budget)
-    assert len(timings.calls) <= 0.15 * len(ranked)
-    assert oracle / result.best.time_us >= 0.95
+    # Several landscapes: on any one the optimum may sit just past the model's top k by chance.
+    found = []
+    for seed in range(8):
+        timings = ReplayedTimings(ranked, seed=seed)
+        oracle = timings.table[timings.optimum]
+        budget = Budget(max_trials=math.ceil(0.05 * len(ranked)))
+        result = ModelOptunaSearch().search(ranked, RecordingObjective(timings), budget)
+        assert len(timings.calls) <= 0.15 * len(ranked)
+        found.append(oracle / result.best.time_us)
+    assert min(found) >= 0.95 and sorted(found)[len(found) // 2] >= 0.98, found
 
 
 def test_model_optuna_enqueues_model_top_k_first(ranked):

@@ -21,6 +21,7 @@ from naive import (
     spmm_ref,
 )
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_sell
 from stuning.kernels.spmm import SpMMConfig, SpMMProblem
 
 import stuning
@@ -160,10 +161,11 @@ def test_vec_with_row_stride_wider_than_n(gen, device):
     assert_close(y, spmm_ref(dense, wide[:, :30]), TOL[torch.float32])
 
 
-@pytest.mark.parametrize("nnz_step", [4, 8, 16])
+@pytest.mark.parametrize("nnz_step", [4, 8, 16, 64, 128])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
-def test_rows_longer_than_nnz_step(gen, device, dtype, tol, nnz_step):
-    # Row lengths from 0 to K = 70: every row but the empty ones needs several steps.
+def test_rows_longer_and_shorter_than_nnz_step(gen, device, dtype, tol, nnz_step):
+    # Row lengths from 0 to K = 70: several steps for short steps; one or two, mostly masked, for
+    # the long ones.
     lengths = torch.randint(0, 71, (24,), generator=gen)
     lengths[3], lengths[10] = 70, 0
     dense = sparse_from_lengths(lengths, 70, dtype, gen)
@@ -185,6 +187,17 @@ def test_prefetch_matches_the_plain_loop(gen, device, rows, nnz_step):
     y1 = run(dense, b, dataclasses.replace(cfg, prefetch=True), device=device)
     assert torch.equal(y0, y1)
     assert_close(y1, spmm_ref(dense, b), TOL[torch.float32])
+
+
+@pytest.mark.parametrize("n", [1, 16, 32, 33, 128])
+def test_long_steps_only_at_decode_widths_and_for_long_rows(n):
+    long = SpMMProblem(768, 3072, n, 768 * 300, torch.float16)
+    long_rows = {c.nnz_step for c in spmm_kernel.config_space(long)}
+    short_rows = {c.nnz_step for c in spmm_kernel.config_space(SpMMProblem(768, 3072, n, 768 * 12, torch.float16))}
+    decode = n <= spmm_kernel.LONG_STEP_MAX_N
+    assert long_rows == ({8, 16, 32, 64, 128} if decode else {8, 16, 32})
+    assert max(short_rows) <= 64  # no step more than 4x the mean row (12) rounded up to a power of two
+    assert {c.nnz_step for c in spmm_sell.config_space(long)} == long_rows
 
 
 @pytest.mark.parametrize("n", [1, 16, 32, 33, 128])

@@ -58,7 +58,7 @@ def test_sampled_configs_odd_shapes(gen, device, dtype, tol, n, config):
     assert_close(y, spmm_ref(dense, b), tol, f"sell {config}")
 
 
-@pytest.mark.parametrize("rows,step", [(2, 8), (8, 16), (32, 8)])
+@pytest.mark.parametrize("rows,step", [(2, 8), (8, 16), (32, 8), (4, 64), (1, 128)])
 def test_slice_heights_and_steps(gen, device, rows, step):
     dense = skewed_sparse(M, 70, 20, torch.float32, gen, cv=0.7, empty_rows=4)  # rows of 0 to 70 entries
     b = randn(70, 24, dtype=torch.float32, gen=gen)

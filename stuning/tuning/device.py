@@ -21,6 +21,10 @@ class DeviceSpec:
     regs_per_sm: int = 65536
     max_threads_per_sm: int = 2048
     max_programs_per_sm: int = 32
+    # One step of a gather loop: an index load, then the loads it addresses. Fitted on the H200:
+    # the CSR SpMM's time at 768 x 3072, N = 16 (one wave) grew 0.43 us per step of its loop,
+    # at 90% and at 95% zeros alike (BENCHMARKS.md 7g).
+    mem_latency_us: float = 0.45
     calibrated: bool = False  # True when the ceilings were measured on this device
 
     def tensor_rate(self, dtype: str) -> float:

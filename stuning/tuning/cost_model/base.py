@@ -27,10 +27,20 @@ class CostTerms:
     wave_eff: float = 1.0  # (0, 1]: programs / (waves * concurrent slots)
     latency: float = 1.0  # >= 1: slowdown from too little work in flight (occupancy)
     overhead_us: float = LAUNCH_US  # launches, reductions
+    # The serial part: a loop whose every step waits on a load that the step before it addressed
+    # (a gather by loaded indices), one step after another in each program, over the grid's waves.
+    # Bandwidth does not shorten it; only fewer, longer steps or more programs in flight do.
+    chain_us: float = 0.0
 
     @property
     def bound_us(self) -> float:
         return max(self.mem_us, self.compute_us)
+
+    @property
+    def work_us(self) -> float:
+        """What the fitted exponent scales: the bound spread over the waves, or the serial chain
+        when that is longer."""
+        return max(self.bound_us / max(self.wave_eff, 1e-6), self.chain_us, 1e-6)
 
 
 @dataclass(frozen=True)
@@ -66,17 +76,26 @@ def memory_us(dram_bytes: float, l2_bytes: float, device: DeviceSpec) -> float:
 
 
 def cuda_core_terms(*, dram: float, l2: float, flops: float, imbalance: float, programs: int, threads: int,
-                    regs: int, device: DeviceSpec) -> CostTerms:
+                    regs: int, device: DeviceSpec, steps: float = 0.0) -> CostTerms:
     """Terms of a gather kernel on CUDA cores (SpMM, SDDMM): fp32 FMAs, no shared memory, and
-    enough loads in flight only from half occupancy up."""
+    enough loads in flight only from half occupancy up. ``steps``: the dependent load steps of
+    one program (its longest), which make the serial chain."""
     launch = launch_shape(programs, threads, regs, 0, device)
     return CostTerms(
+        chain_us=chain_us(steps, launch, device),
         mem_us=memory_us(dram, l2, device),
         compute_us=flops / (device.fp32_tflops * 1e6),
         imbalance=imbalance,
         wave_eff=launch.wave_eff,
         latency=latency_factor(launch.occupancy, 0.5),
     )
+
+
+def chain_us(steps: float, launch: Launch, device: DeviceSpec) -> float:
+    """``steps`` dependent memory latencies in a row, once per wave of resident programs (a
+    fractional wave: programs that finish early make room for the next ones)."""
+    slots = launch.programs_per_sm * device.sm_count
+    return steps * device.mem_latency_us * max(1.0, launch.programs / slots)
 
 
 def latency_factor(occupancy: float, needed: float) -> float:
@@ -107,7 +126,8 @@ def config_features(config) -> list[str]:
 
 @dataclass
 class Coefficients:
-    """t = overhead + exp(c0 + sum of effects) * (bound / wave_eff)^c1 * imbalance^c2 * latency^c3.
+    """t = overhead + exp(c0 + sum of effects) * work^c1 * imbalance^c2 * latency^c3, where work is
+    the longer of bound / wave_eff and the serial chain (``CostTerms.work_us``).
 
     ``effects`` are fitted log-time offsets per template-parameter value ('vec=1', 'num_warps=8'):
     what the analytic terms do not see (instruction counts of narrow loads, cross-warp reductions,
@@ -120,7 +140,7 @@ class Coefficients:
 
     def predict_us(self, t: CostTerms, config=None) -> float:
         c0, c1, c2, c3 = self.c
-        work = max(t.bound_us / max(t.wave_eff, 1e-6), 1e-6)
+        work = t.work_us
         offset = sum(self.effects.get(name, 0.0) for name in config_features(config))
         return t.overhead_us + math.exp(c0 + offset) * work**c1 * t.imbalance**c2 * t.latency**c3
 
@@ -133,8 +153,7 @@ class Coefficients:
 
 
 def _design_row(t: CostTerms) -> list[float]:
-    work = max(t.bound_us / max(t.wave_eff, 1e-6), 1e-6)
-    return [1.0, math.log(work), math.log(t.imbalance), math.log(t.latency)]
+    return [1.0, math.log(t.work_us), math.log(t.imbalance), math.log(t.latency)]
 
 
 def fit_coefficients(

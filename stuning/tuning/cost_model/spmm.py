@@ -102,4 +102,7 @@ def _gather_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec, *, dr
     return cuda_core_terms(
         dram=dram, l2=l2, flops=flops, imbalance=imbalance, programs=programs, threads=threads,
         regs=32 + 2 * tile // threads, device=device,  # the gathered tile and an accumulator of its shape
+        # Each step gathers rows of B by the indices it has just loaded: with few programs (short
+        # M, decode N) that chain, not bandwidth, sets the time, and longer steps shorten it.
+        steps=padded_length(f, cfg) / cfg.nnz_step,
     )
