@@ -5,8 +5,10 @@ Two models built in code (stuning/nn/examples.py, random weights): a BERT-base-s
 layers, hidden 768, FFN 3072; input batches of 128-token sequences) and a Llama-7B MLP block (4096 ->
 11008 -> 4096). Each is magnitude-pruned per layer to every ``--sparsities`` entry (fractions for
 unstructured CSR, ``2:4`` for semi-structured) with ``stuning.sparsify``, pretuned with
-``stuning.pretune`` at every ``--tokens`` count into ``OUT/db`` (wall time, problems tuned, and the
-database's size recorded), and then the forward pass is timed at each token count for:
+``stuning.pretune`` at every ``--tokens`` count into ``OUT/db``, starting from the shipped database
+as a user's pretune does (its current entries answer, older ones seed; ``--fresh-db``: from nothing;
+wall time, problems tuned and the database's size recorded), and then the forward pass is timed at
+each token count for:
 
 * ``dense``: the model with the pruned weights stored dense (cuBLAS);
 * ``stuning``: the same model after ``sparsify`` (Triton kernels, configs from the pretuned database);
@@ -58,12 +60,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--strategy", default="model+optuna", choices=["model", "model+optuna", "exhaustive"])
     ap.add_argument("--trials", type=int, default=8, help="pretune: configs timed per problem")
     ap.add_argument("--seconds", type=float, default=10.0, help="pretune: time limit per problem")
+    ap.add_argument("--fresh-db", action="store_true",
+                    help="pretune from an empty database rather than from the shipped one")
     ap.add_argument("--bert-layers", type=int, default=12, help="encoder layers (fewer for a quicker run)")
     ap.add_argument("--smoke", action="store_true", help="tiny models through Triton's CPU interpreter")
     args = ap.parse_args(argv)
     if args.smoke:
         args.tokens, args.strategy = "16,40", "model"
     return args
+
+
+def pretune_db(args):
+    """Where pretune reads and writes: OUT/db, over the shipped database unless ``--fresh-db``."""
+    if args.fresh_db or args.smoke:
+        return args.out / "db"
+    from stuning.db.paths import shipped_dir
+    from stuning.tuning.session import open_db
+
+    return open_db(search_path=[args.out / "db", shipped_dir()], write_dir=args.out / "db")
 
 
 def build(name: str, args, dtype, device):
@@ -141,7 +155,7 @@ def run_pattern(name: str, base, pattern: str, args, timer, env: dict) -> list[d
     models, notes, report = variants(base, pattern, args)
     tokens = [int(t) for t in args.tokens.split(",")]
     t0 = time.perf_counter()
-    tuned = stuning.pretune(models["stuning"], tokens=tokens, db=args.out / "db", strategy=args.strategy,
+    tuned = stuning.pretune(models["stuning"], tokens=tokens, db=pretune_db(args), strategy=args.strategy,
                             budget=Budget(max_trials=args.trials, max_seconds=args.seconds), check=True)
     pretune_s = time.perf_counter() - t0
     models["fallback"] = copy.deepcopy(models["stuning"])  # dense where pretune timed the dense product faster

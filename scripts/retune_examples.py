@@ -1,7 +1,8 @@
 """Re-tune the example models' problems on this GPU, seeded by the databases on the search path.
 
 What refreshes the shipped database: each problem whose stored entry is missing, predicted, or timed
-by an older timer is searched again, the stored configs timed first (as seeds), and the results go
+by an older timer (with ``--refresh``: every problem) is searched again, the stored configs timed
+first (as seeds), and the results go
 to $STUNING_DB_DIR (required, so the shipped file is never written in place); merge them with
 ``stuning db merge`` after reviewing them.
 
@@ -21,6 +22,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sparsities", default="0.9,0.95", help="fractions of zeros (CSR) and/or 2:4")
     ap.add_argument("--tokens", default="16,128", help="tokens per forward (the N of each layer)")
     ap.add_argument("--seconds", type=float, default=8.0, help="time limit per problem")
+    ap.add_argument("--refresh", action="store_true",
+                    help="search current entries again too (after a config space grew), their configs first")
     args = ap.parse_args(argv)
     if not os.environ.get("STUNING_DB_DIR"):
         raise SystemExit("retune_examples.py: set STUNING_DB_DIR (where the re-tuned entries go)")
@@ -43,7 +46,7 @@ def main(argv=None) -> None:
             else:
                 stuning.sparsify(model, sparsity=float(pattern), min_size=0)
             report = stuning.pretune(model, tokens=[int(t) for t in args.tokens.split(",")],
-                                     budget=Budget(max_seconds=args.seconds))
+                                     budget=Budget(max_seconds=args.seconds), refresh=args.refresh)
             print(f"{name} {pattern}: tuned {report.tuned}, skipped {report.skipped}, failed {report.failed} "
                   f"in {report.seconds:.0f} s", flush=True)
             for p in report.problems:

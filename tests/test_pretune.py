@@ -149,6 +149,32 @@ def test_measurements_of_an_older_timer_are_tuned_again(db_dir, fake_measuring):
     assert (third.tuned, third.skipped) == (0, 4)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_refresh_tunes_answered_problems_again_from_their_stored_configs(db_dir, fake_measuring, monkeypatch, shared):
+    from stuning.tuning.search import Budget
+
+    model = _twin_model()
+    first = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    assert first.tuned == 4
+    (path,) = db_dir.glob("*.json")
+    stored = {k: e["top_k"][0]["config"] for k, e in _entries(path).items()}
+    seeds = []
+    real = driver.tune_problem
+
+    def spy(problem, **options):
+        seeds.append(options["db"].get(key_for(problem.features)).top_k[0].config)
+        return real(problem, **options)
+
+    monkeypatch.setattr(driver, "tune_problem", spy)
+    SELECTOR.reset()
+    options = {"workers": 1} if shared else {}
+    again = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False, refresh=True, **options)
+    assert (again.tuned, again.skipped) == (4, 0)
+    assert sorted(map(str, seeds)) == sorted(map(str, stored.values()))  # each search saw its stored entry
+    plain = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False, **options)
+    assert (plain.tuned, plain.skipped) == (0, 4)
+
+
 @pytest.mark.gpu
 def test_measured_pretune_on_the_gpu_then_skipped(db_dir, monkeypatch):
     from stuning.tuning.search import Budget

@@ -41,6 +41,9 @@ def register(sub) -> None:
     add_search_args(p)
     p.add_argument("--db", default=None, metavar="DIR",
                    help="database directory to read and write (default: the device's; serve with STUNING_DB_DIR=DIR)")
+    p.add_argument("--refresh", action="store_true",
+                   help="search again the problems the database already answers (after an upgrade), "
+                        "the stored configs first")
     p.add_argument("--no-check", action="store_true",
                    help="do not run each chosen config against a reference (slow in the CPU interpreter)")
     p.add_argument("--workers", default=None, metavar="N|auto",
@@ -128,7 +131,8 @@ def run(args) -> int:
         budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
     tuned = pretune(model, tokens=tokens, input_shapes=input_shapes, db=args.db, budget=budget,
                     strategy=args.strategy, device=args.device,
-                    check=not args.no_check, progress=not args.json, workers=args.workers, storage=args.storage)
+                    check=not args.no_check, progress=not args.json, workers=args.workers, storage=args.storage,
+                    refresh=args.refresh)
     code = EXIT_FAILED if tuned.failed else EXIT_OK
     if args.json:
         print_json({"sparsify": sparse.to_dict(), "pretune": tuned.to_dict()})

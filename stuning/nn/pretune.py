@@ -171,7 +171,7 @@ def collect_problems(model: nn.Module, tokens: Iterable[int] | dict[str, Iterabl
 def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, input_shapes=None, db=None,
             budget=None, strategy: str = "model+optuna", device: str | None = None, dtype: torch.dtype | None = None,
             check: bool = True, progress: bool = True, seed: int = 0, workers=None,
-            storage: str | None = None) -> PretuneReport:
+            storage: str | None = None, refresh: bool = False) -> PretuneReport:
     """Tune the sparse layers of ``model`` (see ``stuning.sparsify``) at each token count in ``tokens``.
 
     ``tokens``: the N of every layer's ``W @ X`` (a linear layer's tokens: batch x sequence; default
@@ -188,7 +188,9 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     ``dtype``: tune as if the weights were of this dtype (e.g. an fp32 model to be served in fp16).
     ``check`` runs each chosen config once against a reference before it is stored. A problem that
     cannot be tuned (no valid config, every config failing) is reported as ``failed`` and the others
-    go on; at run time it gets the kernel's heuristic config.
+    go on; at run time it gets the kernel's heuristic config. ``refresh`` searches again the problems
+    whose stored measurements would otherwise answer (after an upgrade widened a config space), the
+    stored configs timed first as seeds.
 
     ``workers``: tune in this many processes, one per GPU ("auto": every visible GPU); ``storage``:
     an Optuna storage URL (a journal file, or an RDB URL such as PostgreSQL) holding the work list
@@ -210,7 +212,7 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
 
         return pretune_shared(model, problems, weights, tuning_db, strategy=strategy, budget=budget,
                               device_name=device_name, check=check, progress=progress, seed=seed, workers=workers,
-                              storage=storage)
+                              storage=storage, refresh=refresh)
     report = PretuneReport(strategy, tuning_db.device_name, str(tuning_db.write_path), problems)
     run_device = measuring_device()
     can_check = check and (can_measure() or interpreting())
@@ -221,7 +223,8 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
             bar.update(task, description=f"{p.layers[0]} {p.op} n={p.tokens}")
             if p.status != UNSUPPORTED:
                 tune_one(p, weights[p.key], tuning_db, measuring, strategy=strategy, budget=budget,
-                          device_name=device_name, check=can_check, run_device=run_device, seed=seed)
+                          device_name=device_name, check=can_check, run_device=run_device, seed=seed,
+                          refresh=refresh)
             bar.advance(task)
     report.seconds = time.perf_counter() - start
     if report.tuned:
@@ -232,22 +235,24 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     return report
 
 
-def answers(held, measuring: bool) -> bool:
+def answers(held, measuring: bool, refresh: bool = False) -> bool:
     """Whether the stored entry ``held`` (or None) already answers a pretune run.
 
     A prediction does not answer a measuring run; a measurement answers any run, unless an older
     timer took it: its times do not compare, so the search runs again with its configs as seeds.
+    A measuring ``refresh`` run takes nothing as answered.
     """
-    if held is None:
+    if held is None or (refresh and measuring):
         return False
     return not measuring or (held.measured and timer_revision(held.env) >= int(TIMER_REVISION))
 
 
-def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, **options) -> None:
+def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, refresh: bool = False,
+             **options) -> None:
     from stuning.tuning.driver import tune_problem
 
     held = db.get(p.key)
-    if answers(held, measuring):
+    if answers(held, measuring, refresh):
         p.fill_from(held, DONE)
         return
     from stuning.tuning.search import TrialFailure

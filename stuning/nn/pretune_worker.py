@@ -40,6 +40,7 @@ class WorkerSpec:
     check: bool
     seed: int
     lease: Lease
+    refresh: bool = False  # search again problems the database answers
 
 
 def run_worker(spec: WorkerSpec, *, label: str = "worker",
@@ -65,6 +66,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker",
     options = {
         "strategy": spec.strategy, "budget": spec.budget, "device_name": spec.db_device, "seed": spec.seed,
         "check": spec.check and (can_measure() or interpreting()), "run_device": measuring_device(),
+        "refresh": spec.refresh,
     }
     settled = on_settled or (lambda problem: None)
     poll_s = min(1.0, spec.lease.heartbeat_s)

@@ -103,7 +103,7 @@ def worker_count(workers) -> int:
 
 def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: dict[str, SparseWeight], tuning_db, *,
                    strategy: str, budget, device_name: str | None, check: bool, progress: bool, seed: int,
-                   workers=1, storage: str | None = None) -> SharedPretuneReport:
+                   workers=1, storage: str | None = None, refresh: bool = False) -> SharedPretuneReport:
     """Tune ``problems`` (from ``collect_problems``) with ``workers`` processes sharing ``storage``;
     what ``pretune`` runs when given ``workers`` or ``storage``."""
     from stuning.ops.selection import SELECTOR
@@ -120,7 +120,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         held = tuning_db.get(p.key)
         if p.status == UNSUPPORTED:
             continue
-        if answers(held, measuring):
+        if answers(held, measuring, refresh):
             p.fill_from(held, DONE)
         else:
             todo.append(p)
@@ -129,7 +129,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         before = board.snapshot()
         spec = WorkerSpec([copy.copy(p) for p in todo], {p.key: weights[p.key] for p in todo}, url, board.space,
                           device_name, [str(d) for d in tuning_db.search_path], str(tuning_db.write_path.parent),
-                          strategy, budget, check, seed, lease)
+                          strategy, budget, check, seed, lease, refresh)
         if count == 1 or not todo:  # in this process: nothing to start (or nothing to do)
             with pretune_progress(progress and bool(todo)) as bar:
                 task = bar.add_task(f"pretune ({strategy})", total=len(todo))
