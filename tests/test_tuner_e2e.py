@@ -125,3 +125,33 @@ def test_corrupt_database_is_a_clear_error(db_dir, gen):
     with pytest.raises(ValueError, match="triton-interpreter-cpu.json"):
         stuning.spmm(a, torch.randn(24, 8, generator=gen))
     assert (db_dir / "triton-interpreter-cpu.json").read_text() == "{ not json"
+
+
+def test_seeded_ranking_puts_own_configs_first_and_alternates_neighbours_with_the_model():
+    from stuning.tuning.tuner import seeded_ranking
+
+    ranked = [(c, float(i)) for i, c in enumerate("abcdefg")]
+    order = [c for c, _ in seeded_ranking(ranked, seeds=["e", "x", "e"], nearby=["f", "a", "g", "y", "e"])]
+    # own first (unknown and repeated ones dropped), then neighbour / model turn about, nothing lost
+    assert order == ["e", "f", "b", "a", "c", "g", "d"]
+    assert dict(seeded_ranking(ranked, ["e"], ["f"]))["e"] == 4.0  # predictions kept
+    assert seeded_ranking(ranked) == ranked
+
+
+def test_seeds_are_the_own_entry_whole_and_only_the_best_of_each_neighbour(db_dir, gen):
+    from stuning.tuning.driver import seeds_from_db
+
+    a = CSRMatrix.from_dense(random_sparse(40, 64, 0.25, torch.float32, gen))
+    db = open_db()
+    own = [dict(ODD, num_warps=w) for w in (2, 4)]
+    near = [dict(ODD, rows=r) for r in (1, 4)]
+    for n, configs in ((32, own), (8, near)):
+        f = spmm_features(a, n)
+        db.put(DBEntry(op="spmm", dtype=f.dtype, features=dict(f.values), best=TimedConfig(configs[0], 10.0),
+                       top_k=[TimedConfig(c, 10.0 + i) for i, c in enumerate(configs)], predicted_us=10.0,
+                       measured=True, tuner={"strategy": "exhaustive", "trials": 2, "seconds": 0.1},
+                       env=local_environment().entry_env("spmm")), key_for(f))
+    db.save()
+    seeds, nearby = seeds_from_db(open_db(), spmm_features(a, 32))
+    assert [(c.rows, c.num_warps) for c in seeds] == [(2, 2), (2, 4)]
+    assert [(c.rows, c.num_warps) for c in nearby] == [(1, 2)]  # the neighbour's best, not its runners-up

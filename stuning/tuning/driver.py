@@ -19,7 +19,7 @@ from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
 from stuning.tuning.synthetic_timer import synthetic_timer
 from stuning.tuning.timing import bench_us
-from stuning.tuning.tuner import TuneOutcome, default_budget, tune
+from stuning.tuning.tuner import TuneOutcome, default_budget, seeded_ranking, tune
 
 PRECOMPILE_TOP = 16  # the model's favourites, compiled ahead of the search
 PRECOMPILE_TIMEOUT_S = 600.0
@@ -48,20 +48,24 @@ def require_measuring(strategy: str) -> None:
         )
 
 
-def seeds_from_db(db, features: ProblemFeatures) -> list:
-    """Configs of the nearest entries (other Triton versions and devices included) to try first."""
+def seeds_from_db(db, features: ProblemFeatures) -> tuple[list, list]:
+    """Configs the database suggests (other Triton versions and devices included): every stored
+    config of the problem's own entry, to try first, and the best of each of the nearest other
+    entries, to try alternately with the model's favourites (``tuner.seeded_ranking``)."""
     fam = family(features.op)
-    out = []
+    own_key = key_for(features)
+    own, nearby = [], []
     for entry in db.seeds(features.op, features.dtype, features.values, k=5,
                           feature_names=NEAREST_FEATURES[features.op]):
-        for timed in [entry.best, *entry.top_k]:
+        mine = key_for(ProblemFeatures(entry.op, entry.dtype, dict(entry.features))) == own_key
+        for timed in [entry.best, *entry.top_k] if mine else [entry.best]:
             try:
                 config = fam.repair(fam.config_from_dict(timed.config), features)
             except (TypeError, ValueError):
                 continue
-            if config not in out:
-                out.append(config)
-    return out
+            if config not in own and config not in nearby:
+                (own if mine else nearby).append(config)
+    return own, nearby
 
 
 def tune_case(
@@ -118,7 +122,7 @@ def tune_problem(
     db = db if db is not None else open_db(spec.name if device_name else None)
     features = problem.features
     model = model_for(db, spec)
-    seeds = seeds_from_db(db, features)
+    seeds, nearby = seeds_from_db(db, features)
     key = key_for(features)
     known_failures = known_failures_of(db, key)
     objective = None
@@ -134,14 +138,14 @@ def tune_problem(
         space = fam.space(features, budget_of(spec))  # the space tune() searches, so the default budget is its
         budget = budget or default_budget(len(space))
         failing = [f.config for f in known_failures]
-        first = [c for c in seeds + [c for c, _ in model.rank(features, space)[:PRECOMPILE_TOP]]
+        first = [c for c, _ in seeded_ranking(model.rank(features, space), seeds, nearby)[:PRECOMPILE_TOP]
                  if c.as_dict() not in failing]
         precompile(precompile_as or case_like(features), first[:precompile_width(budget)], seed=seed,
                    timeout_s=precompile_timeout(budget))
         budget = budget.spent(time.perf_counter() - started)
     outcome = tune(
         features, objective=objective, strategy=strategy, device=spec, model=model, budget=budget, seeds=seeds,
-        exclude=known_failures, strategy_options=strategy_options,
+        nearby=nearby, exclude=known_failures, strategy_options=strategy_options,
     )
     if check and not measuring:
         KernelObjective(problem.run, problem.reference, features.dtype).check(outcome.best_config)

@@ -52,6 +52,22 @@ def default_budget(space: int) -> Budget:
     return Budget(max_trials=min(96, max(8, math.floor(space / 7))), max_seconds=120.0)
 
 
+def seeded_ranking(ranked: list[tuple[object, float]], seeds: Iterable = (), nearby: Iterable = ()
+                   ) -> list[tuple[object, float]]:
+    """The order a search takes configs in: ``seeds`` first, then ``nearby`` alternating one for one
+    with the rest of the model's ranking; configs outside the ranked space are dropped.
+
+    A neighbour's best config can be a poor guess (one tuned at N = 16 for a problem at N = 128):
+    with all of them first, a short search timed nothing but them (BENCHMARKS.md 7g)."""
+    preds = dict(ranked)
+    order = [c for c in dict.fromkeys(seeds) if c in preds]
+    near = [c for c in dict.fromkeys(nearby) if c in preds and c not in set(order)]
+    model = [c for c, _ in ranked if c not in set(order) and c not in set(near)]
+    for i in range(max(len(near), len(model))):
+        order += near[i:i + 1] + model[i:i + 1]
+    return [(c, preds[c]) for c in order]
+
+
 def tune(
     features: ProblemFeatures,
     *,
@@ -61,11 +77,14 @@ def tune(
     model: CostModel | None = None,
     budget: Budget | None = None,
     seeds: list | None = None,
+    nearby: list | None = None,
     strategy_options: dict | None = None,
     exclude: Iterable | None = None,
 ) -> TuneOutcome:
     """Tune one problem. ``objective``: ``config -> time_us`` (a ``KernelObjective`` on a GPU); needed
-    by every strategy but ``model``. ``seeds``: configs to try first (e.g. from an older database).
+    by every strategy but ``model``. ``seeds``: configs to try first (e.g. the problem's own entry
+    in an older database); ``nearby``: neighbouring problems' configs, tried alternately with the
+    model's favourites (see ``seeded_ranking``).
 
     ``exclude``: configs known to fail here (``FailedConfig`` records from the database, config
     dicts or configs). They are never compiled, timed or picked, so they do not count as timed, and
@@ -78,12 +97,7 @@ def tune(
     space = fam.space(features, budget_of(device))
     if not space:
         raise ValueError(f"no valid {features.op} config for {features.key_features()} on {device.name}")
-    ranked = model.rank(features, space)
-    if seeds:
-        in_space = set(space)
-        seeded = [c for c in seeds if c in in_space]
-        preds = dict(ranked)
-        ranked = [(c, preds[c]) for c in seeded] + [cp for cp in ranked if cp[0] not in set(seeded)]
+    ranked = seeded_ranking(model.rank(features, space), seeds or (), nearby or ())
     excluded, carried = _exclusions(exclude)
     if excluded:
         ranked = [cp for cp in ranked if _name(cp[0].as_dict()) not in excluded]
