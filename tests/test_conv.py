@@ -154,7 +154,8 @@ def test_config_is_looked_up_once_per_gemm_bucket(gen, monkeypatch):
     sparse, _ = _pruned(torch.float32, gen, stride=2)
     calls = []
     features = sparse.sparse_weight.features
-    monkeypatch.setattr(sparse.sparse_weight, "features", lambda n, dtype=None: calls.append(n) or features(n, dtype))
+    monkeypatch.setattr(sparse.sparse_weight, "features",
+                        lambda n, dtype=None, **kw: calls.append(n) or features(n, dtype, **kw))
     with torch.no_grad():
         for batch in (2, 2, 1):
             sparse(randn(batch, C_IN, 7, 7, dtype=torch.float32, gen=gen))  # 4 x 4 outputs per image

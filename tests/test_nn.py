@@ -69,7 +69,8 @@ def test_empty_batch_and_config_cached_per_token_bucket(gen, monkeypatch):
     assert sparse(torch.zeros(0, IN_FEATURES)).shape == (0, OUT_FEATURES)
     calls = []
     features = sparse.sparse_weight.features
-    monkeypatch.setattr(sparse.sparse_weight, "features", lambda n, dtype=None: calls.append(n) or features(n, dtype))
+    monkeypatch.setattr(sparse.sparse_weight, "features",
+                        lambda n, dtype=None, **kw: calls.append(n) or features(n, dtype, **kw))
     for tokens in (24, 24, 30, 32):  # one bucket (32) and one alignment class for 24 and for 30, 32
         sparse(randn(tokens, IN_FEATURES, dtype=torch.float32, gen=gen))
     assert calls == [24, 30, 32]
@@ -193,3 +194,22 @@ def test_cuda_graph_capture_matches_linear(fmt, seed):
         graph.replay()
         torch.cuda.synchronize()
         assert_close(static_y, _reference(dense, static_x), TOL[torch.float16], f"{fmt} graph replay")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_small_inputs_are_read_through_a_transposed_view(gen, monkeypatch, dtype):
+    sparse, dense = _pruned("csr", dtype, gen)
+    elt = torch.empty((), dtype=dtype).element_size()
+    monkeypatch.setattr(linear_module, "X_VIEW_MAX_BYTES", 6 * IN_FEATURES * elt)  # up to 6 tokens
+    seen = []
+    real = sparse.sparse_weight.matmul
+    monkeypatch.setattr(sparse.sparse_weight, "matmul", lambda x, **kw: seen.append(x.stride()) or real(x, **kw))
+    strided = randn(5, 2 * IN_FEATURES, dtype=dtype, gen=gen)[:, ::2]  # 5 tokens, every other column
+    for x in (randn(1, IN_FEATURES, dtype=dtype, gen=gen), randn(6, IN_FEATURES, dtype=dtype, gen=gen), strided,
+              randn(7, IN_FEATURES, dtype=dtype, gen=gen)):
+        with torch.no_grad():
+            assert_close(sparse(x), _reference(dense, x), TOL[dtype], f"{tuple(x.shape)} tokens")
+    # One token is one contiguous column either way; up to 6 tokens X^T is a view of X's rows
+    # (made contiguous first when X was not); from 7 on a contiguous copy.
+    assert seen == [(1, IN_FEATURES), (1, IN_FEATURES), (1, IN_FEATURES), (7, 1)]
+    assert [sparse.reads_x_transposed(t) for t in (1, 2, 6, 7)] == [False, True, True, False]

@@ -87,8 +87,10 @@ def test_layers_look_up_the_tuned_entries(db_dir):
     model = _twin_model()
     stuning.pretune(model, tokens=[16], strategy="model", progress=False, check=False)  # this device's db
     weight = model[0].sparse_weight
-    features = weight.features(16)
+    assert model[0].reads_x_transposed(16)  # 16 x 64 fp32: a small X, read through a view, tuned so
+    features = weight.features(16, x_transposed=True)
     assert SELECTOR.choose(features, key_for(features))[1] == "exact"
+    assert key_for(features) != key_for(weight.features(16))
     with torch.no_grad():
         assert model(torch.randn(16, 64)).shape == (16, 48)
 

@@ -385,3 +385,21 @@ def test_error_swizzle_without_row_order(a16, device):
     b = torch.ones(8, 4, dtype=torch.float16, device=device)
     with pytest.raises(ValueError, match="swizzle needs row_order"):
         spmm_kernel.spmm(a16.crow, a16.col, a16.values, b, m=8, config=dataclasses.replace(BASE, swizzle=True))
+
+
+def test_a_transposed_b_is_its_own_tuning_problem(gen, device, monkeypatch):
+    from stuning.ops.selection import SELECTOR
+    from stuning.tuning.features import spmm_features
+    from stuning.tuning.session import key_for
+
+    dense = random_sparse(24, 40, 0.3, torch.float32, gen)
+    a = CSRMatrix.from_dense(dense.to(device))
+    plain, transposed = key_for(spmm_features(a, 8)), key_for(spmm_features(a, 8, b_transposed=True))
+    assert plain != transposed and "bt=1" in transposed
+    keys = []
+    real = SELECTOR.choose
+    monkeypatch.setattr(SELECTOR, "choose", lambda features, key: keys.append(key) or real(features, key))
+    x = randn(8, 40, dtype=torch.float32, gen=gen).to(device)
+    for b in (x.t(), x.t().contiguous()):
+        assert_close(stuning.spmm(a, b), spmm_ref(dense, x.t().cpu()), TOL[torch.float32])
+    assert keys == [transposed, plain]

@@ -18,6 +18,11 @@ from stuning.kernels.target import interpreting
 from stuning.nn.weights import SparseWeight, weight_format
 
 BACKENDS = ("auto", "triton", "torch")
+# Up to this many bytes of X, SparseLinear hands the CSR kernel X^T as a transposed view instead of
+# a contiguous copy: every SM's L1 then holds X, so the element-wise gathers cost less than the copy
+# kernel (2.4-2.7 us). On the H200 at 16 tokens (BENCHMARKS.md 7g) the view won at 24 KB and 96 KB of
+# X (BERT's K = 768, 3072: 1-2.3 us a layer) and lost at 128 KB and more (Llama's K = 4096, 11008).
+X_VIEW_MAX_BYTES = 96 * 1024
 _warned: set[str] = set()
 
 
@@ -160,11 +165,17 @@ class SparseLayer(nn.Module):
             x = x.to(self.dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
         return x
 
+    def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
+        """Whether the kernel path reads X (N = ``n`` columns, in ``dtype``: default the weight's)
+        through a transposed view rather than a contiguous copy. Tuning follows the same rule, so
+        that what a forward looks up is what was timed."""
+        return False
+
     def _dense_is_faster(self, n: int) -> bool:
         """Whether to run ``W @ X`` (N = ``n``) dense: ``dense_fallback`` is on, the kernels would run,
         and the tuning database timed the dense product faster at this token bucket."""
         return (self.dense_fallback and self._use_triton and self._why_not_triton is None
-                and self.sparse_weight.dense_is_faster(n))
+                and self.sparse_weight.dense_is_faster(n, x_transposed=self.reads_x_transposed(n)))
 
     def _multiply(self, xt: torch.Tensor, requires_grad: bool, out: torch.Tensor | None = None,
                   bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -265,6 +276,11 @@ class SparseLinear(SparseLayer):
             raise ValueError(f"SparseLinear: input of shape {tuple(x.shape)} does not end in "
                              f"in_features = {self.in_features}")
 
+    def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
+        if self.sparse_weight.op != "spmm" or n <= 1:  # 2:4 loads X in dot tiles; one column is contiguous
+            return False
+        return n * self.in_features * torch.empty((), dtype=dtype or self.dtype).element_size() <= X_VIEW_MAX_BYTES
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check(x)
         requires_grad = x.requires_grad
@@ -277,11 +293,13 @@ class SparseLinear(SparseLayer):
                 return nn.functional.linear(x, self.sparse_weight.dense(), self.bias)
         xt = x.reshape(-1, self.in_features).t()
         if self._use_triton:
-            # The kernels gather rows of X^T: make them contiguous (a no-op for a single token). They
-            # write Y^T through Y's strides with the bias added: a transpose-and-add pass cost 3-4 us
-            # per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
+            # The kernels gather rows of X^T: a contiguous copy, unless X is small (X_VIEW_MAX_BYTES).
+            # They write Y^T through Y's strides with the bias added: a transpose-and-add pass cost
+            # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
             y = torch.empty(xt.shape[1], self.out_features, dtype=x.dtype, device=x.device)
-            self._multiply(xt.contiguous(), requires_grad, out=y.t(), bias=self.bias)
+            # (the view's rows must be X's contiguous ones: what the tuned key says was timed)
+            xt = xt.t().contiguous().t() if self.reads_x_transposed(xt.shape[1]) else xt.contiguous()
+            self._multiply(xt, requires_grad, out=y.t(), bias=self.bias)
         else:
             yt = self._multiply(xt, requires_grad)
             y = yt.t() if self.bias is None else yt.t() + self.bias

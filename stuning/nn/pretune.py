@@ -36,6 +36,7 @@ class PretuneProblem:
     tokens: int
     dtype: str
     layers: list[str]  # every layer sharing the key; the first one's weight is what is tuned
+    x_transposed: bool = False  # the layers read X through a transposed view (SparseLinear.reads_x_transposed)
     status: str = ""  # tuned | skipped (already in the database) | unsupported | failed
     config: dict | None = None
     measured: bool = False
@@ -155,12 +156,14 @@ def collect_problems(model: nn.Module, tokens: Iterable[int] | dict[str, Iterabl
         w: SparseWeight = layer.sparse_weight
         wanted = dtype or w.dtype
         for t in tokens.get(name, ()) if isinstance(tokens, dict) else tokens:
-            features = w.features(t, wanted)
+            x_transposed = layer.reads_x_transposed(t, wanted)
+            features = w.features(t, wanted, x_transposed=x_transposed)
             key = key_for(features)
             if key in problems:
                 problems[key].layers.append(name)
                 continue
-            problems[key] = PretuneProblem(key, w.op, w.shape, t, dtype_name(wanted), [name])
+            problems[key] = PretuneProblem(key, w.op, w.shape, t, dtype_name(wanted), [name],
+                                           x_transposed=x_transposed)
             weights[key] = w
             if wanted not in w.kernel_dtypes:
                 problems[key].status = UNSUPPORTED
@@ -257,7 +260,8 @@ def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, ru
         return
     from stuning.tuning.search import TrialFailure
 
-    problem = weight.tuning_problem(p.tokens, dtype=TORCH_DTYPES[p.dtype], device=run_device, seed=options["seed"])
+    problem = weight.tuning_problem(p.tokens, dtype=TORCH_DTYPES[p.dtype], device=run_device, seed=options["seed"],
+                                    x_transposed=p.x_transposed)
     try:
         outcome, key = tune_problem(problem, db=db, **options)
     except (ValueError, RuntimeError, TrialFailure) as e:

@@ -19,7 +19,7 @@ from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops import semi24_mm, spmm
 from stuning.ops.inputs import dense_is_faster, tuned_config
-from stuning.tuning.features import ProblemFeatures, alignment, semi24_features, spmm_features
+from stuning.tuning.features import ProblemFeatures, alignment, is_transposed, semi24_features, spmm_features
 
 
 class SparseWeight(ABC):
@@ -75,8 +75,9 @@ class SparseWeight(ABC):
 
     # -------------------------------------------------------------------------------- computing
     @abstractmethod
-    def features(self, n: int, dtype: torch.dtype | None = None) -> ProblemFeatures:
-        """The tuner's features of ``W @ X`` for X with ``n`` columns (no host synchronization)."""
+    def features(self, n: int, dtype: torch.dtype | None = None, *, x_transposed: bool = False) -> ProblemFeatures:
+        """The tuner's features of ``W @ X`` for X with ``n`` columns (no host synchronization);
+        ``x_transposed``: X read through a transposed view (where the format's kernel cares)."""
 
     @abstractmethod
     def _launch(self, x: torch.Tensor, config, out: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor:
@@ -86,13 +87,15 @@ class SparseWeight(ABC):
                bias: torch.Tensor | None = None) -> torch.Tensor:
         """``W @ X`` (X: K x N) with the Triton kernel, plus ``bias`` per row, into ``out`` (M x N,
         any strides) if given; the config is chosen once per token bucket."""
-        n = x.shape[1]
-        config = tuned_config(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
+        n, xt = x.shape[1], is_transposed(x)
+        config = tuned_config(self.matrix, self.op + "^T" * xt, n, self.dtype,
+                              lambda: self.features(n, x_transposed=xt))
         return self._launch(x, config, out, bias)
 
-    def dense_is_faster(self, n: int) -> bool:
+    def dense_is_faster(self, n: int, *, x_transposed: bool = False) -> bool:
         """Whether the tuning database timed ``W @ X`` (N = ``n``) faster as a dense product."""
-        return dense_is_faster(self.matrix, self.op, n, self.dtype, lambda: self.features(n))
+        return dense_is_faster(self.matrix, self.op + "^T" * x_transposed, n, self.dtype,
+                               lambda: self.features(n, x_transposed=x_transposed))
 
     def dense(self) -> torch.Tensor:
         """W stored dense (zeros included), made on first use and kept: the dense layer's bytes again."""
@@ -122,19 +125,23 @@ class SparseWeight(ABC):
     def _to_torch_csr(self) -> torch.Tensor:
         return self.to_dense().to(torch_compute_dtype(self.dtype, self.device)).to_sparse_csr()
 
-    def tuning_problem(self, n: int, *, dtype: torch.dtype | None = None, device=None, seed: int = 0):
-        """A ``stuning.tuning.problems.Problem`` of ``W @ X`` on this very weight: random X (K x N),
-        a run per config through the public op, an fp32 reference, and the dense product it replaces."""
+    def tuning_problem(self, n: int, *, dtype: torch.dtype | None = None, device=None, seed: int = 0,
+                       x_transposed: bool = False):
+        """A ``stuning.tuning.problems.Problem`` of ``W @ X`` on this very weight: random X (K x N;
+        ``x_transposed``: a transposed view of an N x K tensor, as a layer passes it), a run per config
+        through the public op, an fp32 reference, and the dense product it replaces."""
         from stuning.tuning.problems import Problem
 
         dtype = dtype or self.dtype
         weight = self.cast(dtype=dtype, device=device)
         gen = torch.Generator(device=weight.device).manual_seed(seed)
-        x = torch.randn(self.shape[1], n, generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
+        shape = (n, self.shape[1]) if x_transposed else (self.shape[1], n)
+        x = torch.randn(shape, generator=gen, device=weight.device, dtype=torch.float32).to(dtype)
+        x = x.t() if x_transposed else x
         dense = weight.to_dense()
         reference = dense.float() @ x.float()
-        return Problem(None, weight.features(n), lambda c: weight._launch(x, c, None, None), reference,
-                       {"w": weight, "x": x}, lambda: dense @ x)
+        return Problem(None, weight.features(n, x_transposed=x_transposed), lambda c: weight._launch(x, c, None, None),
+                       reference, {"w": weight, "x": x}, lambda: dense @ x)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""
@@ -192,10 +199,10 @@ class CSRWeight(SparseWeight):
         self._base_features = spmm_features(a, 1) if a.dtype in spmm_kernel.SUPPORTED_DTYPES else None
         return a
 
-    def features(self, n, dtype=None):
+    def features(self, n, dtype=None, *, x_transposed=False):
         if self._base_features is None or (dtype is not None and dtype != self.dtype):
-            return spmm_features(self.matrix, n, dtype)
-        return self._base_features.with_values(n=n, n_align=alignment(n))
+            return spmm_features(self.matrix, n, dtype, b_transposed=x_transposed)
+        return self._base_features.with_values(n=n, n_align=alignment(n), **({"b_t": 1} if x_transposed else {}))
 
     def _launch(self, x, config, out, bias):
         return spmm(self.matrix, x, config=config, out=out, bias=bias)
@@ -254,7 +261,8 @@ class Semi24Weight(SparseWeight):
     def _wrap(self, tensors):
         return Semi24Matrix(tensors["values"], tensors["masks"], self.shape, validate=self._validate)
 
-    def features(self, n, dtype=None):
+    def features(self, n, dtype=None, *, x_transposed=False):
+        # The 2:4 kernel loads X in (BLOCK_K x BLOCK_N) tiles for tl.dot, either layout alike.
         return semi24_features(self.shape[0], self.shape[1], n, dtype or self.dtype)
 
     def _launch(self, x, config, out, bias):

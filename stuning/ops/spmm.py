@@ -6,7 +6,7 @@ import torch
 
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops.inputs import as_csr, dense_2d, require_dtype, resolve_config, tuned_config
-from stuning.tuning.features import spmm_features
+from stuning.tuning.features import is_transposed, spmm_features
 from stuning.tuning.launch import launch_spmm
 
 
@@ -34,7 +34,10 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
         raise ValueError(f"spmm: A is {a.shape[0]} x {a.shape[1]} but B has {b.shape[0]} rows (need {a.shape[1]})")
     require_dtype("spmm", a.dtype, spmm_kernel.SUPPORTED_DTYPES)
     n = b.shape[1]
+    bt = is_transposed(b)
     cfg = resolve_config(
-        config, spmm_kernel.SpMMConfig, lambda: tuned_config(a, "spmm", n, a.dtype, lambda: spmm_features(a, n))
+        config, spmm_kernel.SpMMConfig,
+        lambda: tuned_config(a, "spmm^T" if bt else "spmm", n, a.dtype,
+                             lambda: spmm_features(a, n, b_transposed=bt)),
     )
     return launch_spmm(a, b, cfg, out=out, bias=bias)

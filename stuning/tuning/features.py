@@ -69,10 +69,13 @@ class ProblemFeatures:
     def key_features(self) -> dict:
         v = self.values
         if self.op == "spmm":
-            return {
+            key = {
                 "m": v["m"], "k": v["k"], "n": bucket_tokens(v["n"]), "n_align": v["n_align"],
                 "density": bucket_density(v["density"]), "cv": round(v["row_cv"], 1),
             }
+            if v.get("b_t"):  # B gathered from a transposed view: other sectors, other winners
+                key["bt"] = 1
+            return key
         if self.op == "sddmm":
             return {
                 "m": v["m"], "n": v["n"], "k": bucket_tokens(v["k"]), "k_align": v["k_align"],
@@ -107,10 +110,20 @@ def _row_features(a: CSRMatrix) -> dict:
     return out
 
 
-def spmm_features(a: CSRMatrix, n: int, dtype=None) -> ProblemFeatures:
+def spmm_features(a: CSRMatrix, n: int, dtype=None, *, b_transposed: bool = False) -> ProblemFeatures:
+    """``b_transposed``: B is read through a transposed view (column-major, as ``SparseLinear``
+    passes X^T at small token counts), a different problem for the kernel than a row-major B."""
     m, k = a.shape
     values = {"m": m, "k": k, "n": n, "n_align": alignment(n), **_row_features(a)}
+    if b_transposed:
+        values["b_t"] = 1
     return ProblemFeatures("spmm", dtype_name(dtype or a.dtype), values)
+
+
+def is_transposed(b) -> bool:
+    """Whether a 2-D tensor is laid out column-major (a transposed view of a row-major one): its
+    rows are gathered element by element, not as contiguous runs."""
+    return b.dim() == 2 and b.shape[0] > 1 and b.shape[1] > 1 and b.stride(0) == 1 and b.stride(1) != 1
 
 
 def tile_feature(block_m: int, block_n: int) -> str:
