@@ -201,8 +201,7 @@ def test_measured_pretune_on_the_gpu_then_skipped(db_dir, monkeypatch):
         layer.dense_fallback = True
     for tokens in (16, 128):
         slower = {p.shape: p.speedup_vs_dense < 1 for p in report.problems if p.tokens == tokens}
-        assert {layer.sparse_weight.shape: layer.sparse_weight.dense_is_faster(tokens)
-                for layer in (model[0], model[2])} == slower
+        assert {layer.sparse_weight.shape: layer._dense_is_faster(tokens) for layer in (model[0], model[2])} == slower
         x = torch.randn(tokens, 512, device="cuda", dtype=torch.float16)
         with torch.no_grad():
             y = model(x)
