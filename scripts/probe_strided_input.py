@@ -89,19 +89,21 @@ def main() -> int:
             row[f"{name}_us"] = timer(fn)
         row["dense_us"] = timer(lambda w=w, x=x: F.linear(x, w))
         row["transpose_copy_us"] = timer(lambda x=x: x.t().contiguous())
-        best = None
+        best, timed = None, []
         for cfg in list(grid(t))[: 4 if SMOKE else None]:
             y.fill_(float("nan"))
             strided_path(cfg)
             if not float((y.double() - ref).norm() / ref.norm()) < 1e-2:
                 raise AssertionError(f"strided {cfg}: wrong result")
             us = timer(lambda cfg=cfg: strided_path(cfg))
+            timed.append({"config": dataclasses.asdict(cfg), "us": us})  # for replaying the cost model
             if best is None or us < best[0]:
                 best = (us, cfg)
         row["best_strided_us"] = best[0] if best else None
         row["best_strided_config"] = dataclasses.asdict(best[1]) if best else None
-        rows.append(row)
         print(json.dumps(row), flush=True)
+        row["strided_configs"] = timed
+        rows.append(row)
 
     out = os.environ.get("OUT")
     if out:
