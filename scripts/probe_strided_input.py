@@ -29,22 +29,13 @@ import os
 
 import torch
 import torch.nn.functional as F
+from probe_spmm_latency import timer  # graph replays behind an L2 flush, as the tuner times (scripts/ is on the path)
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 SHAPES = ["32x48"] if SMOKE else os.environ.get("PROBE_SHAPES", "768x768,3072x768,768x3072,11008x4096,4096x11008"
                                                 ).split(",")
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95").split(",")]
 TOKENS = [int(v) for v in os.environ.get("PROBE_TOKENS", "16").split(",")]
-
-
-def timer(fn) -> float:
-    if SMOKE:
-        fn()
-        return float("nan")
-    from stuning.tuning.timing import flushed_graph_us
-
-    with torch.cuda.stream(torch.cuda.Stream()):
-        return flushed_graph_us(fn)
 
 
 def grid(tokens: int):
