@@ -279,7 +279,7 @@ class SparseLinear(SparseLayer):
     def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
         if self.sparse_weight.op != "spmm" or n <= 1:  # 2:4 loads X in dot tiles; one column is contiguous
             return False
-        return n * self.in_features * torch.empty((), dtype=dtype or self.dtype).element_size() <= X_VIEW_MAX_BYTES
+        return n * self.in_features * (dtype or self.dtype).itemsize <= X_VIEW_MAX_BYTES
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check(x)
@@ -291,14 +291,15 @@ class SparseLinear(SparseLayer):
             # path makes cost as much as the GEMM itself at a few hundred tokens (H200, Llama MLP).
             with torch.autocast(x.device.type, enabled=False):  # the output stays in the weight's dtype
                 return nn.functional.linear(x, self.sparse_weight.dense(), self.bias)
-        xt = x.reshape(-1, self.in_features).t()
+        x2 = x.reshape(-1, self.in_features)
+        xt = x2.t()
         if self._use_triton:
             # The kernels gather rows of X^T: a contiguous copy, unless X is small (X_VIEW_MAX_BYTES).
             # They write Y^T through Y's strides with the bias added: a transpose-and-add pass cost
             # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
             y = torch.empty(xt.shape[1], self.out_features, dtype=x.dtype, device=x.device)
             # (the view's rows must be X's contiguous ones: what the tuned key says was timed)
-            xt = xt.t().contiguous().t() if self.reads_x_transposed(xt.shape[1]) else xt.contiguous()
+            xt = x2.contiguous().t() if self.reads_x_transposed(xt.shape[1]) else xt.contiguous()
             self._multiply(xt, requires_grad, out=y.t(), bias=self.bias)
         else:
             yt = self._multiply(xt, requires_grad)

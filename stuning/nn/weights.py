@@ -19,7 +19,14 @@ from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.ops import semi24_mm, spmm
 from stuning.ops.inputs import dense_is_faster, tuned_config
-from stuning.tuning.features import ProblemFeatures, alignment, is_transposed, semi24_features, spmm_features
+from stuning.tuning.features import (
+    ProblemFeatures,
+    alignment,
+    is_transposed,
+    semi24_features,
+    spmm_features,
+    with_transposed_b,
+)
 
 
 class SparseWeight(ABC):
@@ -88,14 +95,14 @@ class SparseWeight(ABC):
         """``W @ X`` (X: K x N) with the Triton kernel, plus ``bias`` per row, into ``out`` (M x N,
         any strides) if given; the config is chosen once per token bucket."""
         n, xt = x.shape[1], is_transposed(x)
-        config = tuned_config(self.matrix, self.op + "^T" * xt, n, self.dtype,
-                              lambda: self.features(n, x_transposed=xt))
+        config = tuned_config(self.matrix, self.op, n, self.dtype, lambda: self.features(n, x_transposed=xt),
+                              transposed=xt)
         return self._launch(x, config, out, bias)
 
     def dense_is_faster(self, n: int, *, x_transposed: bool = False) -> bool:
         """Whether the tuning database timed ``W @ X`` (N = ``n``) faster as a dense product."""
-        return dense_is_faster(self.matrix, self.op + "^T" * x_transposed, n, self.dtype,
-                               lambda: self.features(n, x_transposed=x_transposed))
+        return dense_is_faster(self.matrix, self.op, n, self.dtype, lambda: self.features(n, x_transposed=x_transposed),
+                               transposed=x_transposed)
 
     def dense(self) -> torch.Tensor:
         """W stored dense (zeros included), made on first use and kept: the dense layer's bytes again."""
@@ -202,7 +209,8 @@ class CSRWeight(SparseWeight):
     def features(self, n, dtype=None, *, x_transposed=False):
         if self._base_features is None or (dtype is not None and dtype != self.dtype):
             return spmm_features(self.matrix, n, dtype, b_transposed=x_transposed)
-        return self._base_features.with_values(n=n, n_align=alignment(n), **({"b_t": 1} if x_transposed else {}))
+        features = self._base_features.with_values(n=n, n_align=alignment(n))
+        return with_transposed_b(features) if x_transposed else features
 
     def _launch(self, x, config, out, bias):
         return spmm(self.matrix, x, config=config, out=out, bias=bias)

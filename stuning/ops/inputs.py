@@ -12,23 +12,24 @@ from stuning.tuning.features import alignment, bucket_tokens
 from stuning.tuning.session import key_for
 
 
-def tuned_config(operand, op: str, width: int, dtype, make_features):
+def tuned_config(operand, op: str, width: int, dtype, make_features, *, transposed: bool = False):
     """The chosen config for ``operand`` (a static matrix) applied to ``width`` columns.
 
-    Keyed on the operand itself by (op, width bucket, width alignment, dtype): every width sharing
-    those gets a config valid for it, so repeated calls skip features and keys entirely.
+    Keyed on the operand itself by (op, width bucket, width alignment, dtype, whether the dense
+    operand is a transposed view): every width sharing those gets a config valid for it, so repeated
+    calls skip features and keys entirely.
     """
     def choose():
         features = make_features()
         return SELECTOR.choose(features, key_for(features))[0]
 
-    return _cached(operand, (op, bucket_tokens(width), alignment(width), dtype), choose)
+    return _cached(operand, (op, bucket_tokens(width), alignment(width), dtype, transposed), choose)
 
 
-def dense_is_faster(operand, op: str, width: int, dtype, make_features) -> bool:
+def dense_is_faster(operand, op: str, width: int, dtype, make_features, *, transposed: bool = False) -> bool:
     """Whether the tuning database measured ``operand``'s product with ``width`` columns faster done
     dense (cached on the operand by the same slot as ``tuned_config``)."""
-    return _cached(operand, ("dense", op, bucket_tokens(width), alignment(width), dtype),
+    return _cached(operand, ("dense", op, bucket_tokens(width), alignment(width), dtype, transposed),
                    lambda: SELECTOR.dense_faster(key_for(make_features())))
 
 

@@ -37,7 +37,6 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
     bt = is_transposed(b)
     cfg = resolve_config(
         config, spmm_kernel.SpMMConfig,
-        lambda: tuned_config(a, "spmm^T" if bt else "spmm", n, a.dtype,
-                             lambda: spmm_features(a, n, b_transposed=bt)),
+        lambda: tuned_config(a, "spmm", n, a.dtype, lambda: spmm_features(a, n, b_transposed=bt), transposed=bt),
     )
     return launch_spmm(a, b, cfg, out=out, bias=bias)

@@ -115,9 +115,13 @@ def spmm_features(a: CSRMatrix, n: int, dtype=None, *, b_transposed: bool = Fals
     passes X^T at small token counts), a different problem for the kernel than a row-major B."""
     m, k = a.shape
     values = {"m": m, "k": k, "n": n, "n_align": alignment(n), **_row_features(a)}
-    if b_transposed:
-        values["b_t"] = 1
-    return ProblemFeatures("spmm", dtype_name(dtype or a.dtype), values)
+    features = ProblemFeatures("spmm", dtype_name(dtype or a.dtype), values)
+    return with_transposed_b(features) if b_transposed else features
+
+
+def with_transposed_b(features: ProblemFeatures) -> ProblemFeatures:
+    """The same SpMM problem with B read through a transposed view (keyed apart: ``bt=1``)."""
+    return features.with_values(b_t=1)
 
 
 def is_transposed(b) -> bool:

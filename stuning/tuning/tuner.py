@@ -61,8 +61,10 @@ def seeded_ranking(ranked: list[tuple[object, float]], seeds: Iterable = (), nea
     with all of them first, a short search timed nothing but them (BENCHMARKS.md 7g)."""
     preds = dict(ranked)
     order = [c for c in dict.fromkeys(seeds) if c in preds]
-    near = [c for c in dict.fromkeys(nearby) if c in preds and c not in set(order)]
-    model = [c for c, _ in ranked if c not in set(order) and c not in set(near)]
+    taken = set(order)
+    near = [c for c in dict.fromkeys(nearby) if c in preds and c not in taken]
+    taken.update(near)
+    model = [c for c, _ in ranked if c not in taken]
     for i in range(max(len(near), len(model))):
         order += near[i:i + 1] + model[i:i + 1]
     return [(c, preds[c]) for c in order]

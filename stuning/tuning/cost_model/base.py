@@ -140,9 +140,8 @@ class Coefficients:
 
     def predict_us(self, t: CostTerms, config=None) -> float:
         c0, c1, c2, c3 = self.c
-        work = t.work_us
         offset = sum(self.effects.get(name, 0.0) for name in config_features(config))
-        return t.overhead_us + math.exp(c0 + offset) * work**c1 * t.imbalance**c2 * t.latency**c3
+        return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
 
     def as_dict(self) -> dict:
         return {"c": list(self.c), "fitted_on": self.fitted_on, "effects": dict(sorted(self.effects.items()))}
