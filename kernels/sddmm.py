@@ -78,7 +78,7 @@ def _sddmm_kernel(
 
 KERNELS = ("gather", "tiled")
 _GATHER_ONLY = ("nnz_block", "vec")
-_TILED_ONLY = ("block_m", "block_n", "chunk")
+_TILED_ONLY = ("block_m", "block_n", "chunk", "tiles_per_program")
 
 
 @dataclass(frozen=True)
@@ -96,28 +96,31 @@ class SDDMMConfig:
     block_m: int = 0  # tiled: rows of an output tile
     block_n: int = 0  # tiled: columns of an output tile
     chunk: int = 0  # tiled: nonzeros picked from the tile per step
+    # tiled: consecutive tiles of a band of rows per program (entries from before it run one each)
+    tiles_per_program: int = 1
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"SDDMMConfig: kernel must be one of {KERNELS}, got {self.kernel!r}")
         for name in _GATHER_ONLY if self.kernel == "tiled" else _TILED_ONLY:
             object.__setattr__(self, name, 0)
-        if self.kernel == "tiled" and min(self.block_m, self.block_n, self.chunk) < 1:
-            raise ValueError("SDDMMConfig: the tiled kernel needs block_m, block_n and chunk")
+        if self.kernel == "tiled" and min(self.block_m, self.block_n, self.chunk, self.tiles_per_program) < 1:
+            raise ValueError("SDDMMConfig: the tiled kernel needs block_m, block_n, chunk and tiles_per_program")
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def tiled_params(self) -> sddmm_tiled.TiledParams:
         return sddmm_tiled.TiledParams(
-            self.block_m, self.block_n, self.block_k, self.chunk, self.num_warps, self.num_stages
+            self.block_m, self.block_n, self.block_k, self.chunk, self.num_warps, self.num_stages,
+            self.tiles_per_program,
         )
 
 
 def _tiled_config(p: sddmm_tiled.TiledParams) -> SDDMMConfig:
     return SDDMMConfig(
         kernel="tiled", block_m=p.block_m, block_n=p.block_n, block_k=p.block_k, chunk=p.chunk,
-        num_warps=p.num_warps, num_stages=p.num_stages,
+        num_warps=p.num_warps, num_stages=p.num_stages, tiles_per_program=p.tiles_per_program,
     )
 
 
@@ -170,6 +173,7 @@ def sddmm(
         return sddmm_tiled.sddmm_tiled(
             tiles(config.block_m, config.block_n, config.chunk), mask_values, a, b, alpha=alpha, beta=beta,
             block_k=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
+            tiles_per_program=config.tiles_per_program,
         )
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](

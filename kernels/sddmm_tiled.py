@@ -1,9 +1,11 @@
 """SDDMM on tensor cores: dense (BLOCK_M x BLOCK_N) tiles of A @ B, kept only at the mask's nonzeros.
 
-One program per nonempty output tile of the mask (the tiles and their nonzeros come from
-``stuning.formats.output_tiles``, built once per mask and tiling). The program computes its whole
-tile of A @ B with ``tl.dot`` over K, then picks the tile's nonzeros out of the accumulator, CHUNK
-at a time, and stores ``alpha * acc + beta * mask`` at their indices in the CSR values.
+One program per run of up to ``tiles_per_program`` nonempty output tiles of one band of rows (the
+tiles and their nonzeros come from ``stuning.formats.output_tiles``, built once per mask and
+tiling). For each tile the program computes the whole tile of A @ B with ``tl.dot`` over K, then
+picks the tile's nonzeros out of the accumulator, CHUNK at a time, and stores
+``alpha * acc + beta * mask`` at their indices in the CSR values. When K fits one step (attention's
+K <= 128), the band of A is loaded once per run and only B's tiles are read per tile.
 
 Why tiles: the gather kernel (``sddmm.py``) reads a row of A and a column of B per nonzero, about
 2 K elements of L2 traffic each, on CUDA cores. A tile reads (BLOCK_M + BLOCK_N) K elements for
@@ -34,17 +36,25 @@ import torch
 import triton
 import triton.language as tl
 from stuning.kernels.target import DeviceBudget, device_budget, interpreting
+from triton.language.extra import libdevice
 
 
 @triton.jit(do_not_specialize=["M", "N", "K"])
 def _sddmm_tiled_kernel(
-    # the nonempty output tiles: tile row and column, and where each tile's entries start
+    # runs of nonempty output tiles (one per program); each tile's row and column, and where its
+    # entries start
+    run_ptr,
     tile_m_ptr,
     tile_n_ptr,
     tile_ptr,
     # per entry (padded per tile to CHUNK): flat position in the tile, index in the CSR values (-1: padding)
     local_ptr,
     dest_ptr,
+    # PICK_BITMAP: the mask's bit per position (int32 words of 32 columns) and each word's first index
+    # in the CSR values, words_per_row of them per row
+    word_ptr,
+    word_base_ptr,
+    words_per_row,
     # the mask's values (read only when HAS_BETA), dense A (M x K), B (K x N), the output values (nnz)
     mask_val_ptr,
     a_ptr,
@@ -64,6 +74,10 @@ def _sddmm_tiled_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     CHUNK: tl.constexpr,
+    RUN: tl.constexpr,
+    A_RESIDENT: tl.constexpr,
+    PICK_BITMAP: tl.constexpr,
+    HW_POPC: tl.constexpr,
     EVEN_K: tl.constexpr,
     EVEN_N: tl.constexpr,
     HAS_BETA: tl.constexpr,
@@ -71,42 +85,151 @@ def _sddmm_tiled_kernel(
     PRECISION: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    tm = tl.load(tile_m_ptr + pid)
-    tn = tl.load(tile_n_ptr + pid)
+    first = tl.load(run_ptr + pid)
+    last = tl.load(run_ptr + pid + 1)
+    # A run's tiles share one band of rows.
+    tm = tl.load(tile_m_ptr + first)
     offs_m = tm.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tn.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     m_ok = offs_m < M
-    n_ok = offs_n < N
     a_rows = a_ptr + offs_m[:, None] * stride_am
-    b_cols = b_ptr + offs_n[None, :] * stride_bn
+    if A_RESIDENT:
+        # K fits one step: the band of A is read once for the whole run, not once per tile, and the
+        # next tile's B tile and first entries are loaded before this tile's product and pick, so
+        # that a tile waits on no load of its own (one tile per program left every tile two
+        # dependent memory latencies: its column, then its B tile and entries).
+        a_band = _load_operand(a_rows, 0, stride_ak, m_ok, K, 1, BLOCK_K, EVEN_K, UPCAST)
+        ids = first + tl.arange(0, RUN)
+        in_run = ids < last
+        cols = tl.load(tile_n_ptr + ids, mask=in_run, other=0)
+        starts = tl.load(tile_ptr + ids, mask=in_run, other=0)
+        ends = tl.load(tile_ptr + ids + 1, mask=in_run, other=0)
+        b, dest, pos = _prefetch_tile(b_ptr, dest_ptr, local_ptr, _at(cols, 0), _at(starts, 0), first < last, N, K,
+                                      stride_bk, stride_bn, BLOCK_N, BLOCK_K, CHUNK, EVEN_K, EVEN_N, UPCAST)
+        for i in range(0, last - first):
+            more = i + 1 < last - first
+            b_next, dest_next, pos_next = _prefetch_tile(
+                b_ptr, dest_ptr, local_ptr, _at(cols, i + 1), _at(starts, i + 1), more, N, K, stride_bk,
+                stride_bn, BLOCK_N, BLOCK_K, CHUNK, EVEN_K, EVEN_N, UPCAST)
+            acc = tl.dot(a_band, b, input_precision=PRECISION)
+            if PICK_BITMAP:
+                _pick_bitmap(acc, offs_m, _at(cols, i), m_ok, N, word_ptr, word_base_ptr, words_per_row,
+                             mask_val_ptr, out_ptr, alpha, beta, BLOCK_N, HAS_BETA, HW_POPC)
+            else:
+                _pick(acc, dest, pos, _at(starts, i), _at(ends, i), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
+                      alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
+            b, dest, pos = b_next, dest_next, pos_next
+    else:
+        for t in range(first, last):
+            tn = tl.load(tile_n_ptr + t)
+            offs_n = tn.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+            # No mask along B's contiguous axis (N) unless N is ragged: with N unspecialized, such a
+            # mask turned B's loads into unpipelined 2-byte ones (sm_90a SASS; BENCHMARKS.md 7b).
+            n_ok = (offs_n < N) | EVEN_N
+            b_cols = b_ptr + offs_n[None, :] * stride_bn
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                a = _load_operand(a_rows, k0, stride_ak, m_ok, K, 1, BLOCK_K, EVEN_K, UPCAST)
+                b = _load_operand(b_cols, k0, stride_bk, n_ok, K, 0, BLOCK_K, EVEN_K, UPCAST)
+                acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            if PICK_BITMAP:
+                _pick_bitmap(acc, offs_m, tn, m_ok, N, word_ptr, word_base_ptr, words_per_row, mask_val_ptr,
+                             out_ptr, alpha, beta, BLOCK_N, HAS_BETA, HW_POPC)
+            else:
+                start = tl.load(tile_ptr + t)
+                dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
+                _pick(acc, dest, pos, start, tl.load(tile_ptr + t + 1), local_ptr, dest_ptr, mask_val_ptr,
+                      out_ptr, alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
 
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        # No mask along B's contiguous axis (N) unless N is ragged: with N unspecialized, such a mask
-        # turned B's loads into unpipelined 2-byte ones (sm_90a SASS; BENCHMARKS.md, section 7b).
-        if EVEN_K:
-            a_ok = m_ok[:, None]
-            b_ok = n_ok[None, :] | EVEN_N
-        else:
-            a_ok = m_ok[:, None] & (offs_k[None, :] < K)
-            b_ok = (offs_k[:, None] < K) & (n_ok[None, :] | EVEN_N)
-        a = tl.load(a_rows + offs_k[None, :].to(tl.int64) * stride_ak, mask=a_ok, other=0.0)
-        b = tl.load(b_cols + offs_k[:, None].to(tl.int64) * stride_bk, mask=b_ok, other=0.0)
-        if UPCAST:
-            # The interpreter's bf16 dot is wrong: compute in fp32 there.
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
+@triton.jit
+def _popcount(x, HW_POPC: tl.constexpr):
+    """Set bits of each int32 in ``x``: the GPU's popc, or (the interpreter has no libdevice) the
+    SWAR sum of bit fields."""
+    if HW_POPC:
+        return libdevice.popc(x)
+    u = x.to(tl.uint32, bitcast=True)
+    u = u - ((u >> 1) & 0x55555555)
+    u = (u & 0x33333333) + ((u >> 2) & 0x33333333)
+    u = (u + (u >> 4)) & 0x0F0F0F0F
+    return ((u * 0x01010101) >> 24).to(tl.int32)
+
+
+@triton.jit
+def _pick_bitmap(acc, offs_m, tn, m_ok, N, word_ptr, word_base_ptr, words_per_row, mask_val_ptr, out_ptr, alpha,
+                 beta, BLOCK_N: tl.constexpr, HAS_BETA: tl.constexpr, HW_POPC: tl.constexpr):
+    """Store ``alpha * acc + beta * mask`` at the tile's nonzeros straight from the accumulator: each
+    position reads its mask word (32 positions share one, served by L1) and, where its bit is set,
+    stores to the word's first CSR index plus the set bits below it. No shared memory, no lists."""
+    offs_n = tn.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = m_ok[:, None] & (offs_n < N)[None, :]
+    at = offs_m[:, None] * words_per_row + (offs_n // 32)[None, :]
+    word = tl.load(word_ptr + at, mask=ok, other=0)
+    base = tl.load(word_base_ptr + at, mask=ok, other=0)
+    bit = (offs_n % 32).to(tl.int32)[None, :]
+    hit = ((word >> bit) & 1) != 0
+    dest = base + _popcount(word & ((1 << bit) - 1), HW_POPC)
+    result = alpha * acc
+    if HAS_BETA:
+        result += beta * tl.load(mask_val_ptr + dest, mask=hit, other=0.0).to(tl.float32)
+    tl.store(out_ptr + dest, result.to(out_ptr.dtype.element_ty), mask=hit)
+
+
+@triton.jit
+def _at(v, i):
+    """Element ``i`` of the small vector ``v`` (a run's tile metadata, held in registers)."""
+    return tl.sum(tl.where(tl.arange(0, v.shape[0]) == i, v, 0), axis=0)
+
+
+@triton.jit
+def _load_entries(dest_ptr, local_ptr, start, ok, CHUNK: tl.constexpr):
+    """A tile's first CHUNK entries (destinations, -1 where ``ok`` is False, and flat positions)."""
+    # Entries are padded to whole chunks: these loads are in bounds.
+    offs = start + tl.arange(0, CHUNK)
+    ok = tl.where(ok, offs >= 0, False)  # the scalar broadcast (`&` here breaks the interpreter's masks)
+    dest = tl.load(dest_ptr + offs, mask=ok, other=-1)
+    pos = tl.load(local_ptr + offs, mask=ok, other=0).to(tl.int32)
+    return dest, pos
+
+
+@triton.jit
+def _prefetch_tile(b_ptr, dest_ptr, local_ptr, tn, start, ok, N, K, stride_bk, stride_bn, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, CHUNK: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
+                   UPCAST: tl.constexpr):
+    """The loads of tile column ``tn`` (nothing read where ``ok`` is False): B's one-step tile and
+    the tile's first entries."""
+    offs_n = tn.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = tl.where(ok, (offs_n < N) | EVEN_N, False)
+    b = _load_operand(b_ptr + offs_n[None, :] * stride_bn, 0, stride_bk, n_ok, K, 0, BLOCK_K, EVEN_K, UPCAST)
+    dest, pos = _load_entries(dest_ptr, local_ptr, start, ok, CHUNK)
+    return b, dest, pos
+
+
+@triton.jit
+def _load_operand(base, k0, stride_k, other_ok, K, K_AXIS: tl.constexpr, BLOCK_K: tl.constexpr,
+                  EVEN_K: tl.constexpr, UPCAST: tl.constexpr):
+    """A's (rows, BLOCK_K) tile (``K_AXIS`` 1) or B's (BLOCK_K, columns) tile (``K_AXIS`` 0) at K
+    offset ``k0``; ``base`` points at the tile's rows (A) or columns (B), ``other_ok`` masks them."""
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    if K_AXIS == 1:
+        ptrs = base + offs_k[None, :].to(tl.int64) * stride_k
+        ok = other_ok[:, None] if EVEN_K else other_ok[:, None] & (offs_k[None, :] < K)
+    else:
+        ptrs = base + offs_k[:, None].to(tl.int64) * stride_k
+        ok = other_ok[None, :] if EVEN_K else other_ok[None, :] & (offs_k[:, None] < K)
+    x = tl.load(ptrs, mask=ok, other=0.0)
+    # The interpreter's bf16 dot is wrong: compute in fp32 there.
+    return x.to(tl.float32) if UPCAST else x
+
+
+@triton.jit
+def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr, alpha, beta,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_BETA: tl.constexpr):
+    """Store ``alpha * acc + beta * mask`` at the tile's nonzeros (entries ``start .. end``; the
+    first chunk's ``dest`` and ``pos`` already loaded)."""
     flat = tl.reshape(acc, (BLOCK_M * BLOCK_N,))
-    start = tl.load(tile_ptr + pid)
-    end = tl.load(tile_ptr + pid + 1)
     for c0 in range(start, end, CHUNK):
-        # Entries are padded to whole chunks: these loads are always in bounds.
-        offs = c0 + tl.arange(0, CHUNK)
-        dest = tl.load(dest_ptr + offs)
-        pos = tl.load(local_ptr + offs).to(tl.int32)
+        if c0 > start:
+            dest, pos = _load_entries(dest_ptr, local_ptr, c0, c0 < end, CHUNK)
         ok = dest >= 0
         result = alpha * tl.gather(flat, pos, 0)
         if HAS_BETA:
@@ -125,9 +248,12 @@ def sddmm_tiled(
     block_k: int,
     num_warps: int,
     num_stages: int,
+    tiles_per_program: int = 1,
+    bitmap=None,
 ) -> torch.Tensor:
     """Launch the tiled kernel on a mask's ``OutputTiles`` (its block_m, block_n and chunk are the
-    kernel's); A, B and the values are validated by the caller (``sddmm.sddmm``)."""
+    kernel's), each program taking up to ``tiles_per_program`` consecutive tiles of one band of
+    rows; A, B and the values are validated by the caller (``sddmm.sddmm``)."""
     if not (tiles.local.device == tiles.dest.device == a.device):
         raise ValueError(f"sddmm_tiled: the mask's tiles are on {tiles.dest.device}, A on {a.device}")
     if tiles.tile_ptr.numel() != tiles.count + 1 or tiles.local.numel() != tiles.entries:
@@ -139,13 +265,20 @@ def sddmm_tiled(
     out = torch.empty(mask_values.numel(), dtype=a.dtype, device=a.device)
     if tiles.count == 0:
         return out
+    if tiles_per_program < 1 or tiles_per_program & (tiles_per_program - 1):
+        raise ValueError(f"sddmm_tiled: tiles_per_program must be a power of two, got {tiles_per_program}")
     upcast = interpreting()
-    _sddmm_tiled_kernel[(tiles.count,)](
+    run_ptr = tiles.runs(tiles_per_program)
+    _sddmm_tiled_kernel[(run_ptr.numel() - 1,)](
+        run_ptr,
         tiles.tile_m,
         tiles.tile_n,
         tiles.tile_ptr,
         tiles.local,
         tiles.dest,
+        tiles.tile_ptr if bitmap is None else bitmap.words,
+        tiles.tile_ptr if bitmap is None else bitmap.base,
+        1 if bitmap is None else bitmap.words.shape[1],
         mask_values,
         a,
         b,
@@ -163,6 +296,10 @@ def sddmm_tiled(
         BLOCK_N=tiles.block_n,
         BLOCK_K=block_k,
         CHUNK=tiles.chunk,
+        RUN=tiles_per_program,
+        A_RESIDENT=block_k >= k,
+        PICK_BITMAP=bitmap is not None,
+        HW_POPC=not upcast,
         EVEN_K=k % block_k == 0,
         EVEN_N=n % tiles.block_n == 0,
         HAS_BETA=beta != 0,
@@ -183,6 +320,7 @@ class TiledParams(NamedTuple):
     chunk: int
     num_warps: int
     num_stages: int
+    tiles_per_program: int = 1  # consecutive tiles of a band of rows one program takes (A read once)
 
 
 # Every tl.dot dimension stays >= 16 (the GPU needs it; the interpreter would accept less); tiles
@@ -195,6 +333,10 @@ _BLOCK_KS = (16, 32, 64, 128)
 _CHUNKS = (32, 128, 512, 2048)
 _WARPS = (4, 8)
 _STAGES = (2, 3)
+# Runs of tiles per program, when K fits one step (A's band then stays in registers for the run).
+# One tile per program re-reads A's band from L2 for every tile: (BLOCK_M + BLOCK_N) x K elements
+# per tile, 100 MB at 4096 x 4096, K = 128 with 128 x 64 tiles, which bounded the kernel at 95%.
+_TILES_PER_PROGRAM = (1, 4, 16)
 _MAX_ACC_PER_THREAD = 128  # fp32 accumulator registers a thread holds before it spills
 
 
@@ -218,8 +360,8 @@ def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudge
     n_cap = max(BLOCK_NS[0], triton.next_power_of_2(max(1, n)))
     k_cap = max(_BLOCK_KS[0], triton.next_power_of_2(max(1, k)))
     out = []
-    for bm, bn, bk, chunk, warps, stages in itertools.product(
-        BLOCK_MS, BLOCK_NS, _BLOCK_KS, _CHUNKS, _WARPS, _STAGES
+    for bm, bn, bk, chunk, warps, stages, run in itertools.product(
+        BLOCK_MS, BLOCK_NS, _BLOCK_KS, _CHUNKS, _WARPS, _STAGES, _TILES_PER_PROGRAM
     ):
         if bm > m_cap or bn > n_cap or bk > k_cap:
             continue
@@ -227,12 +369,14 @@ def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudge
             continue  # 16-deep steps leave the tensor cores waiting on loads when K allows deeper ones
         if stages > 2 and bk >= k:
             continue  # a single K step: nothing to pipeline
+        if run > 1 and bk < k:
+            continue  # A's band is re-read every K step anyway: nothing for a run to save
         threads = 32 * warps
         if bm * bn // threads > _MAX_ACC_PER_THREAD or bm * bn < 8 * threads:
             continue  # spills, or too little MMA work for the warps
         if chunk > bm * bn // 2:
             continue  # a tile that full is cheaper as two steps than as one mostly padded
-        p = TiledParams(bm, bn, bk, chunk, warps, stages)
+        p = TiledParams(bm, bn, bk, chunk, warps, stages, run)
         if registers_per_thread(p) > 255 or shared_memory_bytes(p, elem) > budget.shared_mem_per_block:
             continue
         out.append(p)
@@ -253,4 +397,5 @@ def repair(p: TiledParams, m: int, n: int, k: int) -> TiledParams:
     warps = p.num_warps if bm * bn >= 8 * 32 * p.num_warps else 4
     stages = p.num_stages if bk < k else min(p.num_stages, 2)
     chunk = min(p.chunk, max(_CHUNKS[0], bm * bn // 2))
-    return TiledParams(bm, bn, bk, chunk, warps, stages)
+    run = p.tiles_per_program if bk >= k else 1
+    return TiledParams(bm, bn, bk, chunk, warps, stages, run)

@@ -11,13 +11,16 @@ multiple of ``chunk`` so a kernel can take ``chunk`` of them at a time without a
   nonzero's position in its tile, row-major (0 for padding);
 - ``dest`` (entries,) the mask's index dtype: the nonzero's index in the CSR values, -1 for padding.
 
+A kernel program may take a *run* of consecutive tiles of one band of rows (``runs``): it then
+reads that band of A once for all of them instead of once per tile.
+
 Building it sorts the nonzeros by tile once; the result is cached on the mask (``mask.cache``),
 keyed by the tile shape and chunk, so a mask used many times pays once per tiling.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -38,6 +41,7 @@ class OutputTiles:
     tile_ptr: torch.Tensor
     local: torch.Tensor
     dest: torch.Tensor
+    _runs: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def count(self) -> int:
@@ -48,6 +52,18 @@ class OutputTiles:
     def entries(self) -> int:
         """Nonzeros plus padding."""
         return self.dest.numel()
+
+    def runs(self, length: int) -> torch.Tensor:
+        """``run_ptr`` (runs + 1,) int32: the tiles cut into runs of up to ``length`` consecutive
+        tiles that share a tile row (a run never crosses into the next band of rows), as offsets into
+        the tile list. Cached per length."""
+        if int(length) < 1:
+            raise ValueError(f"OutputTiles.runs: length must be positive, got {length}")
+        hit = self._runs.get(int(length))
+        if hit is None:
+            hit = _run_ptr(self.tile_m, int(length))
+            self._runs[int(length)] = hit
+        return hit
 
 
 def output_tiles(mask: CSRMatrix, block_m: int, block_n: int, chunk: int) -> OutputTiles:
@@ -98,6 +114,61 @@ def _build(mask: CSRMatrix, bm: int, bn: int, chunk: int) -> OutputTiles:
         bm, bn, chunk, (ids // tiles_n).to(torch.int32), (ids % tiles_n).to(torch.int32),
         tile_ptr.to(torch.int32), local, dest,
     )
+
+
+def _run_ptr(tile_m: torch.Tensor, length: int) -> torch.Tensor:
+    count = tile_m.numel()
+    idx = torch.arange(count, device=tile_m.device)
+    new_band = torch.ones(count, dtype=torch.bool, device=tile_m.device)
+    new_band[1:] = tile_m[1:] != tile_m[:-1]
+    # Position of each tile within its band: its index minus the index of the band's first tile.
+    band_first = torch.cummax(torch.where(new_band, idx, torch.zeros_like(idx)), 0).values
+    starts = idx[(idx - band_first) % length == 0]
+    end = torch.tensor([count], dtype=starts.dtype, device=tile_m.device)
+    return torch.cat([starts, end]).to(torch.int32)
+
+
+@dataclass(frozen=True)
+class MaskBitmap:
+    """A CSR mask as one bit per position, 32 columns to an int32 word, plus where each word's
+    first nonzero sits in the CSR values: the nonzero at (r, c) is value
+    ``base[r, c // 32] + popcount(words[r, c // 32] & ((1 << c % 32) - 1))``. A tiled kernel can
+    then store a whole output tile straight from its accumulator, each position to its CSR slot
+    (masked where the bit is clear), with no per-nonzero lists.
+
+    ``words`` and ``base`` are (M, ceil(N / 32)) int32, row-major.
+    """
+
+    words: torch.Tensor
+    base: torch.Tensor
+
+
+def mask_bitmap(mask: CSRMatrix) -> MaskBitmap:
+    """The ``MaskBitmap`` of an unpadded CSR mask (cached on the mask)."""
+    hit = mask.cache.get("mask_bitmap")
+    if hit is None:
+        hit = _build_bitmap(mask)
+        mask.cache["mask_bitmap"] = hit
+    return hit
+
+
+def _build_bitmap(mask: CSRMatrix) -> MaskBitmap:
+    m, n = mask.shape
+    if mask.nnz > torch.iinfo(torch.int32).max:
+        raise ValueError(f"mask_bitmap: {mask.nnz} nonzeros do not fit int32 offsets")
+    words_per_row = max(1, -(-n // 32))
+    dev = mask.device
+    rows = mask.row_ids().to(torch.int64)
+    cols = mask.col.to(torch.int64)
+    word = rows * words_per_row + cols // 32
+    bits = torch.zeros(m * words_per_row, dtype=torch.int64, device=dev)
+    bits.index_add_(0, word, torch.ones_like(cols) << (cols % 32))  # columns are unique within a row
+    counts = torch.zeros(m * words_per_row, dtype=torch.int64, device=dev)
+    counts.index_add_(0, word, torch.ones_like(cols))
+    # Words are in CSR order (row-major, columns increasing): an exclusive scan of their counts.
+    base = torch.cumsum(counts, 0) - counts
+    words = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+    return MaskBitmap(words.view(m, words_per_row), base.to(torch.int32).view(m, words_per_row))
 
 
 def nonempty_tile_counts(mask: CSRMatrix, sizes: list[tuple[int, int]], base: int = 32) -> dict | None:

@@ -1,0 +1,123 @@
+"""Probe the tiled SDDMM's runs of tiles per program on attention-like masks (H200/H100).
+
+With one output tile per program, every tile reads its (BLOCK_M + BLOCK_N) x K operands from L2:
+at 4096 x 4096, K = 128 and 128 x 64 tiles that is about 100 MB, several times the 33.5 MB the
+dense product writes, so the kernel ran at 0.64x of dense at 95% zeros (BENCHMARKS.md 7c). With
+``tiles_per_program`` > 1 and K in one step, a program reads its band of A once and only B's tile
+per tile. This times, per problem (uniform random mask, ``PROBE_L`` x ``PROBE_L``, ``PROBE_KS`` x
+``PROBE_SPARSITIES``, fp16): the dense cuBLAS product, stuning's own pick (``config=None``), and a
+grid of one-step tiled configs at 1, 4 and 16 tiles per program, each picking the nonzeros
+out of the accumulator either through ``tl.gather`` (the per-tile lists) or straight from it by
+the mask's bitmap (``mask_bitmap``). Every config is checked against a
+float64 reference first; timings are CUDA-graph replays behind an L2 flush (``flushed_graph_us``).
+
+    python3 scripts/probe_sddmm_runs.py            # $OUT/sddmm_runs_probe.json, a table last
+    TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_sddmm_runs.py   # tiny, CPU
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_spmm_latency import SMOKE, timer  # noqa: E402
+
+L = 64 if SMOKE else int(os.environ.get("PROBE_L", "4096"))
+KS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_KS", "64,128").split(",")]
+SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.8,0.9,0.95,0.98").split(",")]
+RUNS = (1, 4, 16)
+SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
+
+
+def grid(k: int):
+    from stuning.kernels.sddmm import SDDMMConfig
+
+    tiles = [(32, 32)] if SMOKE else [(64, 64), (128, 64), (64, 128), (128, 128)]
+    for (bm, bn), chunk, warps, run in itertools.product(tiles, (512, 2048), (4, 8), RUNS):
+        if chunk > bm * bn // 2 or bm * bn // (32 * warps) > 128 or bm * bn < 8 * 32 * warps:
+            continue
+        yield SDDMMConfig(kernel="tiled", block_m=bm, block_n=bn, block_k=max(16, k), chunk=chunk,
+                          num_warps=warps, num_stages=2, tiles_per_program=run)
+
+
+def main() -> int:
+    from stuning.kernels import sddmm_tiled
+
+    import stuning
+    from stuning.formats import mask_bitmap, output_tiles
+    from stuning.ops.inputs import tuned_config
+    from stuning.tuning.features import sddmm_features
+
+    device = "cpu" if SMOKE else "cuda"
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    rows_out = []
+    started = time.perf_counter()
+    for k, sparsity in itertools.product(KS, SPARSITIES):
+        if time.perf_counter() - started > SECONDS:
+            print(f"stopped before k={k} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
+            break
+        keep = torch.rand(L, L, generator=gen) >= sparsity
+        mask = stuning.CSRMatrix.from_dense((keep * torch.randn(L, L, generator=gen)).half().to(device))
+        a = torch.randn(L, k, generator=gen).half().to(device)
+        b = torch.randn(L, k, generator=gen).half().to(device).t()  # K x N, K contiguous (Q @ K^T)
+        ref = (a.double() @ b.double())[mask.row_ids().long(), mask.col.long()]
+        row = {"l": L, "k": k, "sparsity": sparsity, "nnz": mask.nnz}
+        row["dense_us"] = timer(lambda a=a, b=b: a @ b)
+        pick = tuned_config(mask, "sddmm", k, a.dtype, lambda mask=mask, k=k: sddmm_features(mask, k, torch.float16))
+        row["pick"] = dataclasses.asdict(pick)
+        row["auto_us"] = timer(lambda mask=mask, a=a, b=b: stuning.sddmm(mask, a, b))
+        times = []
+        picks = [(cfg, False) for cfg in grid(k)] + [(cfg, True) for cfg in grid(k) if cfg.chunk == 512]
+        for cfg, bitmap in picks:
+            entry = {"config": dataclasses.asdict(cfg), "bitmap": bitmap}
+
+            def run(cfg=cfg, bitmap=bitmap, mask=mask, a=a, b=b):
+                return sddmm_tiled.sddmm_tiled(
+                    output_tiles(mask, cfg.block_m, cfg.block_n, cfg.chunk), mask.values, a, b, alpha=1.0, beta=0.0,
+                    block_k=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                    tiles_per_program=cfg.tiles_per_program, bitmap=mask_bitmap(mask) if bitmap else None)
+
+            try:
+                got = run().double()
+                err = (got - ref).norm() / max(ref.norm(), 1e-30)
+                if not err < 1e-2:
+                    raise AssertionError(f"relative error {err:.2e} against the float64 reference")
+                entry["us"] = timer(run)
+            except Exception as e:  # reported, not fatal
+                entry["error"] = str(e).splitlines()[0][:200]
+            times.append(entry)
+        for run, bitmap in itertools.product(RUNS, (False, True)):
+            ok = [t for t in times if "us" in t and t["config"]["tiles_per_program"] == run and t["bitmap"] == bitmap]
+            best = min(ok, key=lambda t: t["us"], default=None)
+            name = f"run{run}" + ("_bitmap" if bitmap else "")
+            row[f"best_{name}_us"] = best["us"] if best else None
+            row[f"best_{name}_config"] = best["config"] if best else None
+        row["configs"] = times
+        rows_out.append(row)
+        print(json.dumps({k_: v for k_, v in row.items() if k_ != "configs"}), flush=True)
+
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "sddmm_runs_probe.json"), "w") as f:
+            json.dump(rows_out, f, indent=1)
+    nan = float("nan")
+    names = [f"run{run}" for run in RUNS] + [f"run{run}_bitmap" for run in RUNS]
+    print(f"{'L':>5} {'K':>4} {'sparsity':>8} {'dense':>7} {'auto':>7} " + " ".join(f"{n[:9]:>9}" for n in names)
+          + "   dense / best (same order)")
+    for r in rows_out:
+        best = [r[f"best_{name}_us"] or nan for name in names]
+        print(f"{r['l']:>5} {r['k']:>4} {r['sparsity']:>8} {r['dense_us']:>7.1f} {r['auto_us']:>7.1f} "
+              + " ".join(f"{t:>9.1f}" for t in best) + "   " + " ".join(f"{r['dense_us'] / t:>5.2f}" for t in best))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
