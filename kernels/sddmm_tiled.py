@@ -36,7 +36,6 @@ import torch
 import triton
 import triton.language as tl
 from stuning.kernels.target import DeviceBudget, device_budget, interpreting
-from triton.language.extra import libdevice
 
 
 @triton.jit(do_not_specialize=["M", "N", "K"])
@@ -50,11 +49,6 @@ def _sddmm_tiled_kernel(
     # per entry (padded per tile to CHUNK): flat position in the tile, index in the CSR values (-1: padding)
     local_ptr,
     dest_ptr,
-    # PICK_BITMAP: the mask's bit per position (int32 words of 32 columns) and each word's first index
-    # in the CSR values, words_per_row of them per row
-    word_ptr,
-    word_base_ptr,
-    words_per_row,
     # the mask's values (read only when HAS_BETA), dense A (M x K), B (K x N), the output values (nnz)
     mask_val_ptr,
     a_ptr,
@@ -76,8 +70,7 @@ def _sddmm_tiled_kernel(
     CHUNK: tl.constexpr,
     RUN: tl.constexpr,
     A_RESIDENT: tl.constexpr,
-    PICK_BITMAP: tl.constexpr,
-    HW_POPC: tl.constexpr,
+
     EVEN_K: tl.constexpr,
     EVEN_N: tl.constexpr,
     HAS_BETA: tl.constexpr,
@@ -111,12 +104,8 @@ def _sddmm_tiled_kernel(
                 b_ptr, dest_ptr, local_ptr, _at(cols, i + 1), _at(starts, i + 1), more, N, K, stride_bk,
                 stride_bn, BLOCK_N, BLOCK_K, CHUNK, EVEN_K, EVEN_N, UPCAST)
             acc = tl.dot(a_band, b, input_precision=PRECISION)
-            if PICK_BITMAP:
-                _pick_bitmap(acc, offs_m, _at(cols, i), m_ok, N, word_ptr, word_base_ptr, words_per_row,
-                             mask_val_ptr, out_ptr, alpha, beta, BLOCK_N, HAS_BETA, HW_POPC)
-            else:
-                _pick(acc, dest, pos, _at(starts, i), _at(ends, i), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
-                      alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
+            _pick(acc, dest, pos, _at(starts, i), _at(ends, i), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
+                  alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
             b, dest, pos = b_next, dest_next, pos_next
     else:
         for t in range(first, last):
@@ -131,47 +120,10 @@ def _sddmm_tiled_kernel(
                 a = _load_operand(a_rows, k0, stride_ak, m_ok, K, 1, BLOCK_K, EVEN_K, UPCAST)
                 b = _load_operand(b_cols, k0, stride_bk, n_ok, K, 0, BLOCK_K, EVEN_K, UPCAST)
                 acc = tl.dot(a, b, acc, input_precision=PRECISION)
-            if PICK_BITMAP:
-                _pick_bitmap(acc, offs_m, tn, m_ok, N, word_ptr, word_base_ptr, words_per_row, mask_val_ptr,
-                             out_ptr, alpha, beta, BLOCK_N, HAS_BETA, HW_POPC)
-            else:
-                start = tl.load(tile_ptr + t)
-                dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
-                _pick(acc, dest, pos, start, tl.load(tile_ptr + t + 1), local_ptr, dest_ptr, mask_val_ptr,
-                      out_ptr, alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
-
-
-@triton.jit
-def _popcount(x, HW_POPC: tl.constexpr):
-    """Set bits of each int32 in ``x``: the GPU's popc, or (the interpreter has no libdevice) the
-    SWAR sum of bit fields."""
-    if HW_POPC:
-        return libdevice.popc(x)
-    u = x.to(tl.uint32, bitcast=True)
-    u = u - ((u >> 1) & 0x55555555)
-    u = (u & 0x33333333) + ((u >> 2) & 0x33333333)
-    u = (u + (u >> 4)) & 0x0F0F0F0F
-    return ((u * 0x01010101) >> 24).to(tl.int32)
-
-
-@triton.jit
-def _pick_bitmap(acc, offs_m, tn, m_ok, N, word_ptr, word_base_ptr, words_per_row, mask_val_ptr, out_ptr, alpha,
-                 beta, BLOCK_N: tl.constexpr, HAS_BETA: tl.constexpr, HW_POPC: tl.constexpr):
-    """Store ``alpha * acc + beta * mask`` at the tile's nonzeros straight from the accumulator: each
-    position reads its mask word (32 positions share one, served by L1) and, where its bit is set,
-    stores to the word's first CSR index plus the set bits below it. No shared memory, no lists."""
-    offs_n = tn.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    ok = m_ok[:, None] & (offs_n < N)[None, :]
-    at = offs_m[:, None] * words_per_row + (offs_n // 32)[None, :]
-    word = tl.load(word_ptr + at, mask=ok, other=0)
-    base = tl.load(word_base_ptr + at, mask=ok, other=0)
-    bit = (offs_n % 32).to(tl.int32)[None, :]
-    hit = ((word >> bit) & 1) != 0
-    dest = base + _popcount(word & ((1 << bit) - 1), HW_POPC)
-    result = alpha * acc
-    if HAS_BETA:
-        result += beta * tl.load(mask_val_ptr + dest, mask=hit, other=0.0).to(tl.float32)
-    tl.store(out_ptr + dest, result.to(out_ptr.dtype.element_ty), mask=hit)
+            start = tl.load(tile_ptr + t)
+            dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
+            _pick(acc, dest, pos, start, tl.load(tile_ptr + t + 1), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
+                  alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
 
 
 @triton.jit
@@ -249,7 +201,6 @@ def sddmm_tiled(
     num_warps: int,
     num_stages: int,
     tiles_per_program: int = 1,
-    bitmap=None,
 ) -> torch.Tensor:
     """Launch the tiled kernel on a mask's ``OutputTiles`` (its block_m, block_n and chunk are the
     kernel's), each program taking up to ``tiles_per_program`` consecutive tiles of one band of
@@ -276,9 +227,6 @@ def sddmm_tiled(
         tiles.tile_ptr,
         tiles.local,
         tiles.dest,
-        tiles.tile_ptr if bitmap is None else bitmap.words,
-        tiles.tile_ptr if bitmap is None else bitmap.base,
-        1 if bitmap is None else bitmap.words.shape[1],
         mask_values,
         a,
         b,
@@ -298,8 +246,6 @@ def sddmm_tiled(
         CHUNK=tiles.chunk,
         RUN=tiles_per_program,
         A_RESIDENT=block_k >= k,
-        PICK_BITMAP=bitmap is not None,
-        HW_POPC=not upcast,
         EVEN_K=k % block_k == 0,
         EVEN_N=n % tiles.block_n == 0,
         HAS_BETA=beta != 0,

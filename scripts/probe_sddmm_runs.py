@@ -6,9 +6,7 @@ dense product writes, so the kernel ran at 0.64x of dense at 95% zeros (BENCHMAR
 ``tiles_per_program`` > 1 and K in one step, a program reads its band of A once and only B's tile
 per tile. This times, per problem (uniform random mask, ``PROBE_L`` x ``PROBE_L``, ``PROBE_KS`` x
 ``PROBE_SPARSITIES``, fp16): the dense cuBLAS product, stuning's own pick (``config=None``), and a
-grid of one-step tiled configs at 1, 4 and 16 tiles per program, each picking the nonzeros
-out of the accumulator either through ``tl.gather`` (the per-tile lists) or straight from it by
-the mask's bitmap (``mask_bitmap``). Every config is checked against a
+grid of one-step tiled configs at 1, 4 and 16 tiles per program. Every config is checked against a
 float64 reference first; timings are CUDA-graph replays behind an L2 flush (``flushed_graph_us``).
 
     python3 scripts/probe_sddmm_runs.py            # $OUT/sddmm_runs_probe.json, a table last
@@ -48,10 +46,7 @@ def grid(k: int):
 
 
 def main() -> int:
-    from stuning.kernels import sddmm_tiled
-
     import stuning
-    from stuning.formats import mask_bitmap, output_tiles
     from stuning.ops.inputs import tuned_config
     from stuning.tuning.features import sddmm_features
 
@@ -74,15 +69,11 @@ def main() -> int:
         row["pick"] = dataclasses.asdict(pick)
         row["auto_us"] = timer(lambda mask=mask, a=a, b=b: stuning.sddmm(mask, a, b))
         times = []
-        picks = [(cfg, False) for cfg in grid(k)] + [(cfg, True) for cfg in grid(k) if cfg.chunk == 512]
-        for cfg, bitmap in picks:
-            entry = {"config": dataclasses.asdict(cfg), "bitmap": bitmap}
+        for cfg in grid(k):
+            entry = {"config": dataclasses.asdict(cfg)}
 
-            def run(cfg=cfg, bitmap=bitmap, mask=mask, a=a, b=b):
-                return sddmm_tiled.sddmm_tiled(
-                    output_tiles(mask, cfg.block_m, cfg.block_n, cfg.chunk), mask.values, a, b, alpha=1.0, beta=0.0,
-                    block_k=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                    tiles_per_program=cfg.tiles_per_program, bitmap=mask_bitmap(mask) if bitmap else None)
+            def run(cfg=cfg, mask=mask, a=a, b=b):
+                return stuning.sddmm(mask, a, b, config=cfg).values
 
             try:
                 got = run().double()
@@ -93,10 +84,10 @@ def main() -> int:
             except Exception as e:  # reported, not fatal
                 entry["error"] = str(e).splitlines()[0][:200]
             times.append(entry)
-        for run, bitmap in itertools.product(RUNS, (False, True)):
-            ok = [t for t in times if "us" in t and t["config"]["tiles_per_program"] == run and t["bitmap"] == bitmap]
+        for run in RUNS:
+            ok = [t for t in times if "us" in t and t["config"]["tiles_per_program"] == run]
             best = min(ok, key=lambda t: t["us"], default=None)
-            name = f"run{run}" + ("_bitmap" if bitmap else "")
+            name = f"run{run}"
             row[f"best_{name}_us"] = best["us"] if best else None
             row[f"best_{name}_config"] = best["config"] if best else None
         row["configs"] = times
@@ -109,7 +100,7 @@ def main() -> int:
         with open(os.path.join(out, "sddmm_runs_probe.json"), "w") as f:
             json.dump(rows_out, f, indent=1)
     nan = float("nan")
-    names = [f"run{run}" for run in RUNS] + [f"run{run}_bitmap" for run in RUNS]
+    names = [f"run{run}" for run in RUNS]
     print(f"{'L':>5} {'K':>4} {'sparsity':>8} {'dense':>7} {'auto':>7} " + " ".join(f"{n[:9]:>9}" for n in names)
           + "   dense / best (same order)")
     for r in rows_out:

@@ -28,6 +28,7 @@ from stuning.formats import nonempty_tile_counts, output_tiles
 from stuning.formats import tiles as tiles_module
 from stuning.suite import SDDMMCase
 from stuning.tuning.cost_model import CostModel
+from stuning.tuning.cost_model import sddmm as sddmm_cost
 from stuning.tuning.cost_model.sddmm import nonempty_tiles
 from stuning.tuning.device import spec_for
 from stuning.tuning.features import sddmm_features, synthetic_sddmm_features, tile_feature
@@ -38,9 +39,9 @@ DTYPES = ALL_DTYPES
 DTYPE_TOL = dtype_tol_params(DTYPES)
 
 
-def tiled(bm=32, bn=32, bk=16, chunk=32, warps=4, stages=2) -> SDDMMConfig:
+def tiled(bm=32, bn=32, bk=16, chunk=32, warps=4, stages=2, run=1) -> SDDMMConfig:
     return SDDMMConfig(kernel="tiled", block_m=bm, block_n=bn, block_k=bk, chunk=chunk, num_warps=warps,
-                       num_stages=stages)
+                       num_stages=stages, tiles_per_program=run)
 
 
 def mask_of(dense: torch.Tensor, device) -> CSRMatrix:
@@ -118,6 +119,29 @@ def test_tiles_are_cached_per_tiling_and_local_dtype(gen):
         output_tiles(mask, 32, 32, 0)
 
 
+@pytest.mark.parametrize("length", [1, 2, 4, 16])
+def test_runs_cover_every_tile_once_within_one_band(gen, length):
+    dense = random_sparse(150, 300, 0.02, torch.float32, gen)
+    dense[40:64] = 0  # a band of rows with no tile at all
+    dense[100, :] = 1.0  # a band whose every tile is nonempty
+    t = output_tiles(CSRMatrix.from_dense(dense), 32, 32, 32)
+    ptr = t.runs(length).long()
+    assert t.runs(length) is t.runs(length) and t.runs(length).dtype == torch.int32
+    assert ptr[0] == 0 and ptr[-1] == t.count and bool((ptr[1:] > ptr[:-1]).all())
+    assert int((ptr[1:] - ptr[:-1]).max()) <= length
+    tm = t.tile_m.long()
+    for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+        assert bool((tm[a:b] == tm[a]).all()), "a run crosses into another band of rows"
+        assert b == t.count or tm[b] != tm[a] or b - a == length, "a run stopped short inside its band"
+    with pytest.raises(ValueError, match="length must be positive"):
+        t.runs(0)
+
+
+def test_runs_of_an_empty_mask():
+    t = output_tiles(CSRMatrix.from_dense(torch.zeros(5, 7)), 32, 32, 32)
+    assert t.runs(4).tolist() == [0]
+
+
 def test_nonempty_tile_counts_match_the_tiles(gen, monkeypatch):
     dense = random_sparse(150, 200, 0.01, torch.float32, gen)
     dense[:40, :70] = 1.0  # a dense block, so counts differ from what the density suggests
@@ -153,6 +177,32 @@ def test_tiled_kernel_odd_shapes(gen, device, dtype, tol, k, config):
     assert torch.equal(out.crow, mask.crow) and torch.equal(out.col, mask.col)
     assert any(key[0] == "output_tiles" for key in mask.cache), "the tiled kernel did not run"
     assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b, 0.75, 1.5)), tol, str(config))
+
+
+# Runs of tiles per program with A's band resident (one K step): chunks shorter than a tile's
+# entries, ragged M and N, empty rows and tiles, a run longer than some bands.
+RUN_CONFIGS = [tiled(32, 32, 32, 16, run=4), tiled(32, 64, 32, 128, run=16), tiled(64, 32, 64, 32, 8, run=2)]
+
+
+@pytest.mark.parametrize("config", [pytest.param(c, id=config_id(c)) for c in RUN_CONFIGS])
+@pytest.mark.parametrize("k", [16, 24])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_tiled_runs_of_tiles(gen, device, dtype, tol, k, config):
+    m, n = 75, 163
+    dense = random_sparse(m, n, 0.25, dtype, gen)
+    dense[5] = 0
+    dense[:, 64:96] = 0  # a column of empty tiles inside every band
+    a, b = randn(m, k, dtype=dtype, gen=gen), randn(n, k, dtype=dtype, gen=gen).t()
+    mask = mask_of(dense, device)
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=1.25, beta=-0.5, config=config)
+    assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b, 1.25, -0.5)), tol, str(config))
+
+
+def test_tiled_runs_need_a_power_of_two(gen, device):
+    mask = mask_of(random_sparse(40, 40, 0.3, torch.float16, gen), device)
+    a, b = randn(40, 16, dtype=torch.float16, gen=gen), randn(16, 40, dtype=torch.float16, gen=gen)
+    with pytest.raises(ValueError, match="tiles_per_program must be a power of two"):
+        stuning.sddmm(mask, a.to(device), b.to(device), config=tiled(run=3))
 
 
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-2.0, 0.5), (0.0, 1.0)])
@@ -218,8 +268,12 @@ def test_union_space_has_both_kernels_and_valid_tiles():
             assert min(c.block_m, c.block_n, c.block_k) >= 16, "every tl.dot dimension >= 16 on the GPU"
             assert c.block_m % 32 == 0 and c.block_n % 32 == 0, "the occupancy features cover the size"
             assert sddmm_tiled.shared_memory_bytes(c.tiled_params(), 2) <= 227 * 1024
+            assert c.tiles_per_program == 1 or c.block_k >= problem.k, "runs only where A's band stays resident"
         else:
-            assert c.block_m == c.block_n == c.chunk == 0
+            assert c.block_m == c.block_n == c.chunk == c.tiles_per_program == 0
+    assert {c.tiles_per_program for c in space if c.kernel == "tiled"} == {1, 4, 16}
+    deep = [c for c in sddmm_kernel.config_space(dataclasses.replace(problem, k=256)) if c.kernel == "tiled"]
+    assert {c.tiles_per_program for c in deep} == {1}
 
 
 def test_config_fields_and_old_entries():
@@ -228,20 +282,28 @@ def test_config_fields_and_old_entries():
     cfg = fam.config_from_dict(old)
     assert cfg == SDDMMConfig(nnz_block=64, block_k=32, vec=8) and cfg.kernel == "gather"
     assert fam.config_from_dict(tiled(64, 64, 32, 64).as_dict()) == tiled(64, 64, 32, 64)
+    # A tiled entry from before runs existed runs one tile per program.
+    before_runs = {k: v for k, v in tiled(64, 64, 32, 64).as_dict().items() if k != "tiles_per_program"}
+    assert fam.config_from_dict(before_runs).tiles_per_program == 1
+    assert tiled(run=4).as_dict()["tiles_per_program"] == 4 and SDDMMConfig().tiles_per_program == 0
     # A field the kernel does not use is held at 0: configs equal when they run the same thing.
     assert SDDMMConfig(kernel="tiled", nnz_block=128, vec=4, block_m=32, block_n=32, chunk=32) == tiled(bk=32)
     assert SDDMMConfig(block_m=64, block_n=64, chunk=32) == SDDMMConfig()
     with pytest.raises(ValueError, match="kernel must be one of"):
         SDDMMConfig(kernel="dense")
-    with pytest.raises(ValueError, match="needs block_m, block_n and chunk"):
+    with pytest.raises(ValueError, match="needs block_m, block_n, chunk and tiles_per_program"):
         SDDMMConfig(kernel="tiled")
 
 
 def test_repair_lands_in_the_space():
     small = SDDMMProblem(20, 40, 16, 100, torch.float16)
     space = set(sddmm_kernel.config_space(small))
-    for c in (tiled(128, 128, 128, 128, 8, 3), tiled(64, 128, 64, 32, 8, 2), tiled(32, 32, 16, 32, 4, 2)):
+    for c in (tiled(128, 128, 128, 128, 8, 3), tiled(64, 128, 64, 32, 8, 2), tiled(32, 32, 16, 32, 4, 2),
+              tiled(64, 64, 64, 128, 4, 2, run=16)):
         assert sddmm_kernel.repair(c, small) in space, c
+    assert sddmm_kernel.repair(tiled(64, 64, 64, 128, 4, 2, run=16), small).tiles_per_program == 16
+    deep = SDDMMProblem(200, 200, 300, 4000, torch.float16)  # K takes several steps: no runs
+    assert sddmm_kernel.repair(tiled(64, 64, 64, 128, 4, 2, run=16), deep).tiles_per_program == 1
 
 
 def test_dispatch_by_dict_and_the_launcher_needs_tiles(gen, device):
@@ -277,6 +339,17 @@ def test_model_prefers_tiles_when_they_fill_and_gather_when_they_do_not():
     assert best(model, dense_ish, "tiled") < best(model, dense_ish, "gather") / 2
     very_sparse = synthetic_sddmm_features(4096, 4096, 64, 0.002, "float16")
     assert best(model, very_sparse, "gather") < best(model, very_sparse, "tiled")
+
+
+def test_model_charges_a_run_one_read_of_a_band():
+    f = synthetic_sddmm_features(4096, 4096, 64, 0.05, "float16")
+    spec = spec_for("NVIDIA H200")
+    single = sddmm_cost.terms(f, tiled(128, 64, 64, 512, 8, 2), spec)
+    run = sddmm_cost.terms(f, tiled(128, 64, 64, 512, 8, 2, run=4), spec)
+    assert run.mem_us < single.mem_us  # B per tile, A's band once per run instead of once per tile
+    deep = synthetic_sddmm_features(4096, 4096, 256, 0.05, "float16")
+    assert (sddmm_cost.terms(deep, tiled(128, 64, 64, 512, 8, 2, run=4), spec).mem_us
+            == sddmm_cost.terms(deep, tiled(128, 64, 64, 512, 8, 2), spec).mem_us)  # several K steps: no saving
 
 
 def test_model_counts_the_tiles_of_a_structured_mask(gen):

@@ -4,9 +4,9 @@ from stuning.formats.csr import CSRMatrix, RowStats
 from stuning.formats.pruning import magnitude_prune
 from stuning.formats.sell import SlicedELLMatrix
 from stuning.formats.semi24 import Semi24Matrix
-from stuning.formats.tiles import MaskBitmap, OutputTiles, mask_bitmap, nonempty_tile_counts, output_tiles
+from stuning.formats.tiles import OutputTiles, nonempty_tile_counts, output_tiles
 
 __all__ = [
-    "CSRMatrix", "MaskBitmap", "OutputTiles", "RowStats", "Semi24Matrix", "SlicedELLMatrix", "magnitude_prune",
-    "mask_bitmap", "nonempty_tile_counts", "output_tiles",
+    "CSRMatrix", "OutputTiles", "RowStats", "Semi24Matrix", "SlicedELLMatrix", "magnitude_prune",
+    "nonempty_tile_counts", "output_tiles",
 ]

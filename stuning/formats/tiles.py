@@ -128,49 +128,6 @@ def _run_ptr(tile_m: torch.Tensor, length: int) -> torch.Tensor:
     return torch.cat([starts, end]).to(torch.int32)
 
 
-@dataclass(frozen=True)
-class MaskBitmap:
-    """A CSR mask as one bit per position, 32 columns to an int32 word, plus where each word's
-    first nonzero sits in the CSR values: the nonzero at (r, c) is value
-    ``base[r, c // 32] + popcount(words[r, c // 32] & ((1 << c % 32) - 1))``. A tiled kernel can
-    then store a whole output tile straight from its accumulator, each position to its CSR slot
-    (masked where the bit is clear), with no per-nonzero lists.
-
-    ``words`` and ``base`` are (M, ceil(N / 32)) int32, row-major.
-    """
-
-    words: torch.Tensor
-    base: torch.Tensor
-
-
-def mask_bitmap(mask: CSRMatrix) -> MaskBitmap:
-    """The ``MaskBitmap`` of an unpadded CSR mask (cached on the mask)."""
-    hit = mask.cache.get("mask_bitmap")
-    if hit is None:
-        hit = _build_bitmap(mask)
-        mask.cache["mask_bitmap"] = hit
-    return hit
-
-
-def _build_bitmap(mask: CSRMatrix) -> MaskBitmap:
-    m, n = mask.shape
-    if mask.nnz > torch.iinfo(torch.int32).max:
-        raise ValueError(f"mask_bitmap: {mask.nnz} nonzeros do not fit int32 offsets")
-    words_per_row = max(1, -(-n // 32))
-    dev = mask.device
-    rows = mask.row_ids().to(torch.int64)
-    cols = mask.col.to(torch.int64)
-    word = rows * words_per_row + cols // 32
-    bits = torch.zeros(m * words_per_row, dtype=torch.int64, device=dev)
-    bits.index_add_(0, word, torch.ones_like(cols) << (cols % 32))  # columns are unique within a row
-    counts = torch.zeros(m * words_per_row, dtype=torch.int64, device=dev)
-    counts.index_add_(0, word, torch.ones_like(cols))
-    # Words are in CSR order (row-major, columns increasing): an exclusive scan of their counts.
-    base = torch.cumsum(counts, 0) - counts
-    words = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
-    return MaskBitmap(words.view(m, words_per_row), base.to(torch.int32).view(m, words_per_row))
-
-
 def nonempty_tile_counts(mask: CSRMatrix, sizes: list[tuple[int, int]], base: int = 32) -> dict | None:
     """How many (bm, bn) tiles of ``mask`` hold a nonzero, for each size in ``sizes``.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.sddmm import SDDMMConfig
-from stuning.kernels.sddmm_tiled import TiledParams, registers_per_thread, shared_memory_bytes
+from stuning.kernels.sddmm_tiled import registers_per_thread, shared_memory_bytes
 from stuning.tuning.cost_model.base import (
     CostTerms,
     cuda_core_terms,
@@ -90,12 +90,16 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     meta = entries * ((2 if bm * bn <= 2**15 else 4) + idx) + tiles * 12
 
     # A and B come from DRAM once (consecutive tiles share A's rows; B is re-read from L2), each
-    # tile reads its (BLOCK_M + BLOCK_N) x K operands from L2. A tile's nonzeros of one row are one
-    # run of the CSR values: short runs write partial sectors.
+    # tile reads its BLOCK_N x K slice of B from L2, and its BLOCK_M x K band of A unless a run of
+    # tiles shares it (one K step: the band is read once per run). A tile's nonzeros of one row are
+    # one run of the CSR values: short runs write partial sectors.
+    bands = max(1.0, min(math.ceil(m / bm), tiles))
+    programs = bands * math.ceil(tiles / bands / cfg.tiles_per_program)
+    a_reads = programs if cfg.tiles_per_program > 1 and cfg.block_k >= k else tiles
     run_bytes = max(1.0, per_tile / min(bm, m)) * elt
     out_l2 = nnz * elt / sector_efficiency(run_bytes)
     dram = (m * k + k * n) * elt + nnz * elt + meta
-    l2 = tiles * (bm + bn) * k_padded * elt + out_l2 + meta
+    l2 = (tiles * bn + a_reads * bm) * k_padded * elt + out_l2 + meta
     if f.dtype == "float32":
         rate = device.fp32_tflops * 1e12 * _IEEE_DOT_FRACTION
     else:
@@ -108,9 +112,9 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     pick_us = (steps * bm * bn * 4 + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
     pick_us += entries * _PICK_OPS / (device.fp32_tflops * 1e12 / 2) * 1e6
 
-    p = TiledParams(bm, bn, cfg.block_k, chunk, cfg.num_warps, cfg.num_stages)
+    p = cfg.tiled_params()
     threads = 32 * cfg.num_warps
-    launch = launch_shape(math.ceil(tiles), threads, registers_per_thread(p), shared_memory_bytes(p, elt), device)
+    launch = launch_shape(math.ceil(programs), threads, registers_per_thread(p), shared_memory_bytes(p, elt), device)
     # A deeper pipeline hides more load latency (as in the 2:4 model: independent of K, so that
     # more K never predicts faster).
     pipelining = 1.0 + 0.5 / max(1, cfg.num_stages - 1)
