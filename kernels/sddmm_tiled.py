@@ -282,8 +282,17 @@ _STAGES = (2, 3)
 # Runs of tiles per program, when K fits one step (A's band then stays in registers for the run).
 # One tile per program re-reads A's band from L2 for every tile: (BLOCK_M + BLOCK_N) x K elements
 # per tile, 100 MB at 4096 x 4096, K = 128 with 128 x 64 tiles, which bounded the kernel at 95%.
-_TILES_PER_PROGRAM = (1, 4, 16)
+# 16 tiles a run lost to 4 in every probed problem (BENCHMARKS.md 7h), and a run must leave at
+# least one program per SM: the cost model, charging runs only their saved L2 reads, picked runs of
+# 16 that left 32 programs on 132 SMs and ran 3-10x slower than one tile per program.
+_TILES_PER_PROGRAM = (1, 4)
 _MAX_ACC_PER_THREAD = 128  # fp32 accumulator registers a thread holds before it spills
+
+
+def _runs_pay(m: int, n: int, k: int, bm: int, bn: int, bk: int, run: int, budget: DeviceBudget) -> bool:
+    """Whether runs of ``run`` tiles can save anything: K must fit one step (else A's band is re-read
+    every step anyway), and the runs must give every SM a program even with every tile nonempty."""
+    return bk >= k and triton.cdiv(m, bm) * triton.cdiv(n, bn) >= run * budget.sm_count
 
 
 def shared_memory_bytes(p: TiledParams, elem_size: int) -> int:
@@ -315,8 +324,8 @@ def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudge
             continue  # 16-deep steps leave the tensor cores waiting on loads when K allows deeper ones
         if stages > 2 and bk >= k:
             continue  # a single K step: nothing to pipeline
-        if run > 1 and bk < k:
-            continue  # A's band is re-read every K step anyway: nothing for a run to save
+        if run > 1 and not _runs_pay(m, n, k, bm, bn, bk, run, budget):
+            continue
         threads = 32 * warps
         if bm * bn // threads > _MAX_ACC_PER_THREAD or bm * bn < 8 * threads:
             continue  # spills, or too little MMA work for the warps
@@ -343,5 +352,5 @@ def repair(p: TiledParams, m: int, n: int, k: int) -> TiledParams:
     warps = p.num_warps if bm * bn >= 8 * 32 * p.num_warps else 4
     stages = p.num_stages if bk < k else min(p.num_stages, 2)
     chunk = min(p.chunk, max(_CHUNKS[0], bm * bn // 2))
-    run = p.tiles_per_program if bk >= k else 1
+    run = p.tiles_per_program if _runs_pay(m, n, k, bm, bn, bk, p.tiles_per_program, device_budget()) else 1
     return TiledParams(bm, bn, bk, chunk, warps, stages, run)

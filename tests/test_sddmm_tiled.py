@@ -130,7 +130,7 @@ def test_runs_cover_every_tile_once_within_one_band(gen, length):
     assert ptr[0] == 0 and ptr[-1] == t.count and bool((ptr[1:] > ptr[:-1]).all())
     assert int((ptr[1:] - ptr[:-1]).max()) <= length
     tm = t.tile_m.long()
-    for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+    for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True):
         assert bool((tm[a:b] == tm[a]).all()), "a run crosses into another band of rows"
         assert b == t.count or tm[b] != tm[a] or b - a == length, "a run stopped short inside its band"
     with pytest.raises(ValueError, match="length must be positive"):
@@ -271,7 +271,12 @@ def test_union_space_has_both_kernels_and_valid_tiles():
             assert c.tiles_per_program == 1 or c.block_k >= problem.k, "runs only where A's band stays resident"
         else:
             assert c.block_m == c.block_n == c.chunk == c.tiles_per_program == 0
-    assert {c.tiles_per_program for c in space if c.kernel == "tiled"} == {1, 4, 16}
+    assert {c.tiles_per_program for c in space if c.kernel == "tiled"} == {1, 4}
+    for c in space:
+        if c.tiles_per_program > 1:  # every SM gets a run
+            assert -(-4096 // c.block_m) * -(-4096 // c.block_n) >= c.tiles_per_program * 132, c
+    small = SDDMMProblem(512, 512, 64, 20_000, torch.float16)  # 256 tiles of 32 x 32 at most
+    assert {c.tiles_per_program for c in sddmm_kernel.config_space(small) if c.kernel == "tiled"} == {1}
     deep = [c for c in sddmm_kernel.config_space(dataclasses.replace(problem, k=256)) if c.kernel == "tiled"]
     assert {c.tiles_per_program for c in deep} == {1}
 
@@ -298,12 +303,14 @@ def test_config_fields_and_old_entries():
 def test_repair_lands_in_the_space():
     small = SDDMMProblem(20, 40, 16, 100, torch.float16)
     space = set(sddmm_kernel.config_space(small))
-    for c in (tiled(128, 128, 128, 128, 8, 3), tiled(64, 128, 64, 32, 8, 2), tiled(32, 32, 16, 32, 4, 2),
-              tiled(64, 64, 64, 128, 4, 2, run=16)):
+    for c in (tiled(128, 128, 128, 128, 8, 3), tiled(64, 128, 64, 32, 8, 2), tiled(32, 32, 16, 32, 4, 2)):
         assert sddmm_kernel.repair(c, small) in space, c
-    assert sddmm_kernel.repair(tiled(64, 64, 64, 128, 4, 2, run=16), small).tiles_per_program == 16
-    deep = SDDMMProblem(200, 200, 300, 4000, torch.float16)  # K takes several steps: no runs
-    assert sddmm_kernel.repair(tiled(64, 64, 64, 128, 4, 2, run=16), deep).tiles_per_program == 1
+    run4 = tiled(64, 64, 64, 128, 4, 2, run=4)
+    assert sddmm_kernel.repair(run4, small).tiles_per_program == 1  # too few tiles to fill the SMs
+    big = SDDMMProblem(4096, 4096, 64, 800_000, torch.float16)
+    assert sddmm_kernel.repair(run4, big) == run4
+    deep = dataclasses.replace(big, k=300)  # K takes several steps: no runs
+    assert sddmm_kernel.repair(run4, deep).tiles_per_program == 1
 
 
 def test_dispatch_by_dict_and_the_launcher_needs_tiles(gen, device):
