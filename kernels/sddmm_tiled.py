@@ -70,7 +70,6 @@ def _sddmm_tiled_kernel(
     CHUNK: tl.constexpr,
     RUN: tl.constexpr,
     A_RESIDENT: tl.constexpr,
-
     EVEN_K: tl.constexpr,
     EVEN_N: tl.constexpr,
     HAS_BETA: tl.constexpr,

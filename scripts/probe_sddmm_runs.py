@@ -35,14 +35,17 @@ SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 
 
 def grid(k: int):
-    from stuning.kernels.sddmm import SDDMMConfig
+    """The space's one-step tiled configs (two stages, chunks of 512 or 2048, the tiles below), each
+    at every run length in RUNS: the space's own validity rules, with runs it no longer offers."""
+    from stuning.kernels import sddmm as sddmm_kernel
 
     tiles = [(32, 32)] if SMOKE else [(64, 64), (128, 64), (64, 128), (128, 128)]
-    for (bm, bn), chunk, warps, run in itertools.product(tiles, (512, 2048), (4, 8), RUNS):
-        if chunk > bm * bn // 2 or bm * bn // (32 * warps) > 128 or bm * bn < 8 * 32 * warps:
-            continue
-        yield SDDMMConfig(kernel="tiled", block_m=bm, block_n=bn, block_k=max(16, k), chunk=chunk,
-                          num_warps=warps, num_stages=2, tiles_per_program=run)
+    problem = sddmm_kernel.SDDMMProblem(L, L, k, L * L // 10, torch.float16)
+    for cfg in sddmm_kernel.config_space(problem):
+        if (cfg.kernel == "tiled" and cfg.tiles_per_program == 1 and cfg.block_k >= k and cfg.num_stages == 2
+                and cfg.chunk in (512, 2048) and (cfg.block_m, cfg.block_n) in tiles):
+            for run in RUNS:
+                yield dataclasses.replace(cfg, tiles_per_program=run)
 
 
 def main() -> int:
