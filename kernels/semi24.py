@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
+from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
@@ -55,11 +56,13 @@ def _semi24_kernel(
     # W: values (M, K/2), read as int32 pairs, and 4-bit group masks (M, ceil(K/32)) int32
     val_ptr,
     mask_ptr,
-    # X (K x N) and Y (M x N), any strides; with SPLIT_K > 1, Y is an fp32 buffer the splits add
-    # into. The bias Y's rows get (HAS_BIAS).
+    # X (K x N) and Y (M x N), any strides, and the bias Y's rows get (HAS_BIAS)
     x_ptr,
     y_ptr,
     bias_ptr,
+    # SPLIT_K > 1: the zeroed fp32 buffer (Y^T) the splits add into and a counter per output tile
+    partial_ptr,
+    count_ptr,
     M,
     N,
     K,
@@ -131,16 +134,33 @@ def _semi24_kernel(
         mask_ptrs += SPLIT_K * WORDS
         xt_ptrs += SPLIT_K * BLOCK_K * stride_xk
 
-    if HAS_BIAS:  # noqa: SIM102 (a constexpr test, then a runtime one: Triton compiles them apart)
-        if pid_k == 0:  # the other splits add into the same buffer
-            acc += tl.load(bias_ptr + offs_m, mask=m_ok, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None] * stride_yn
-    y_ok = m_ok[None, :] & n_ok[:, None]
     if SPLIT_K > 1:
-        # Adding into one fp32 buffer saves the launch that would reduce per-split partials.
-        tl.atomic_add(y_ptrs, acc, mask=y_ok, sem="relaxed")
+        # The splits add into a zeroed buffer; the one that finishes the tile last writes Y from it
+        # and zeroes the tile and its counter for the next launch (split_k.py).
+        partial_ptrs = partial_ptr + offs_n[:, None].to(tl.int64) * M + offs_m[None, :]
+        p_ok = m_ok[None, :] & n_ok[:, None]
+        tl.atomic_add(partial_ptrs, acc, mask=p_ok, sem="relaxed")
+        # Every thread's adds before the one release below (the pattern of CUTLASS's semaphore).
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + pid, 1, sem="acq_rel")
+        if done == SPLIT_K - 1:
+            tl.debug_barrier()
+            # L2, not L1: the other splits' adds are not in this SM's L1.
+            acc = tl.load(partial_ptrs, mask=p_ok, other=0.0, cache_modifier=".cg")
+            tl.store(partial_ptrs, tl.zeros_like(acc), mask=p_ok)
+            tl.store(count_ptr + pid, 0)
+            _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, m_ok, n_ok, stride_ym, stride_yn, HAS_BIAS)
     else:
-        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=y_ok)
+        _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, m_ok, n_ok, stride_ym, stride_yn, HAS_BIAS)
+
+
+@triton.jit
+def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, m_ok, n_ok, stride_ym, stride_yn, HAS_BIAS: tl.constexpr):
+    """Y (any strides) from the fp32 Y^T tile ``acc``, plus the rows' bias."""
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_m, mask=m_ok, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None] * stride_yn
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[None, :] & n_ok[:, None])
 
 
 @dataclass(frozen=True)
@@ -199,14 +219,17 @@ def semi24_mm(
         # The kernel reads each group's two values as one int32.
         raise ValueError("semi24_mm: the values of W must start and have rows on 4-byte boundaries")
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
-    y = torch.zeros((m, n), dtype=torch.float32, device=x.device) if split_k > 1 else out
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), split_k)
+    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+    partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
+    grid = (tiles, split_k)
     _semi24_kernel[grid](
         values,
         masks,
         x,
-        y,
+        out,
         values if bias is None else bias,
+        partial,
+        counts,
         m,
         n,
         k,
@@ -214,8 +237,8 @@ def semi24_mm(
         masks.stride(0),
         x.stride(0),
         x.stride(1),
-        y.stride(0),
-        y.stride(1),
+        out.stride(0),
+        out.stride(1),
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
@@ -227,7 +250,7 @@ def semi24_mm(
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
-    return out.copy_(y) if split_k > 1 else out
+    return out
 
 
 # ------------------------------------------------------------------------------ config space

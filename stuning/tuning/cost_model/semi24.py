@@ -20,10 +20,11 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
 
     w_bytes = m * k // 2 * elt + m * k // 8
     x_bytes = k * n * elt
-    # Split-K adds into a zeroed fp32 buffer (atomics in L2) that is then cast: write, re-read, write.
-    out_bytes = m * n * (4 * 3 + elt) if split > 1 else m * n * elt
+    # Split-K adds into an fp32 buffer in L2 (atomics), re-read and zeroed by the last split.
+    out_bytes = m * n * elt
+    l2_out = m * n * 4 * (split + 2) if split > 1 else 0
     dram = w_bytes + x_bytes + out_bytes
-    l2 = w_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
+    l2 = w_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1) + l2_out
     mem_us = memory_us(dram, l2, device)
     # One dot per K step on the decompressed tile: dense-equivalent tensor work.
     mma_us = 2.0 * m_pad * k_pad * n_pad / (device.tensor_rate(f.dtype) * 1e-6)
@@ -44,5 +45,5 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
         imbalance=pipelining,
         wave_eff=launch.wave_eff,
         latency=latency_factor(launch.occupancy, 0.25),
-        overhead_us=LAUNCH_US * (3 if split > 1 else 1),  # zero-fill, kernel, cast
+        overhead_us=LAUNCH_US,
     )
