@@ -8,25 +8,39 @@ decode widths were two more kernels (two graph nodes) beside one of ~10 us.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 
-# (device, stream) -> workspaces, the largest last. A launch on one stream runs after the previous
-# one on it, so they may share; another stream gets its own (torch keys cuBLAS's workspaces the same
-# way). Smaller ones are never freed: a captured CUDA graph keeps their addresses.
-_HELD: dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+@dataclass
+class _Workspace:
+    buffer: torch.Tensor
+    counters: torch.Tensor
+    captured: bool = False  # handed out during a CUDA graph capture: the graph keeps its addresses
+
+
+# (device, stream) -> workspaces, the one in use last. A launch on one stream runs after the previous
+# one on it, so they may share; another stream gets its own (torch keeps cuBLAS's workspaces the
+# same way). A smaller one is freed when a larger one replaces it, unless a captured graph uses it.
+_HELD: dict[tuple, list[_Workspace]] = {}
 
 
 def split_k_workspace(device: torch.device, elements: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A zeroed fp32 buffer of at least ``elements`` and int32 counters for at least ``tiles`` tiles
     on ``device``, for launches on the current stream. The launch must leave both zero again."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    cuda = device.type == "cuda"
+    stream = torch.cuda.current_stream(device).cuda_stream if cuda else 0
     held = _HELD.setdefault((device, stream), [])
-    if held and held[-1][0].numel() >= elements and held[-1][1].numel() >= tiles:
-        return held[-1]
-    old_elements, old_tiles = (held[-1][0].numel(), held[-1][1].numel()) if held else (0, 0)
-    # Powers of two, so that a run of growing problems allocates a few times, not once per size.
-    buffer = torch.zeros(triton.next_power_of_2(max(elements, old_elements)), dtype=torch.float32, device=device)
-    counters = torch.zeros(triton.next_power_of_2(max(tiles, old_tiles)), dtype=torch.int32, device=device)
-    held.append((buffer, counters))
-    return buffer, counters
+    if not held or held[-1].buffer.numel() < elements or held[-1].counters.numel() < tiles:
+        old_elements, old_tiles = (held[-1].buffer.numel(), held[-1].counters.numel()) if held else (0, 0)
+        held[:] = [w for w in held if w.captured]
+        # Powers of two, so that a run of growing problems allocates a few times, not once per size.
+        held.append(_Workspace(
+            torch.zeros(triton.next_power_of_2(max(elements, old_elements)), dtype=torch.float32, device=device),
+            torch.zeros(triton.next_power_of_2(max(tiles, old_tiles)), dtype=torch.int32, device=device),
+        ))
+    workspace = held[-1]
+    workspace.captured |= cuda and torch.cuda.is_current_stream_capturing()
+    return workspace.buffer, workspace.counters

@@ -75,8 +75,10 @@ KERNELS = {
     "semi24": (KernelSpec(
         semi24._semi24_kernel, "32x16x128:4:4:3,64x16x128:4:4:3,64x128x128:1:8:4,128x128x64:1:8:3,64x256x64:1:8:3",
         lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
-                           "SPLIT_K": c.split_k, "EVEN_K": not ragged, "UPCAST": False, "stride_xn": 1, "stride_yn": 1},
-        {"mask_ptr": "*i32"}, "W element", lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps)), _semi24_config),
+                           "SPLIT_K": c.split_k, "EVEN_K": not ragged, "UPCAST": False, "HAS_BIAS": False,
+                           "stride_xn": 1, "stride_yn": 1},
+        {"mask_ptr": "*i32", "partial_ptr": "*fp32", "count_ptr": "*i32"}, "W element",
+        lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps)), _semi24_config),
     # ROWSxSTEPxBN:VEC:WARPS:STAGES, and :p for the CSR kernel's prefetch
     "spmm": (KernelSpec(
         spmm._spmm_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,4x16x32:8:4:2,8x16x64:8:4:2,4x16x128:8:4:2",
@@ -103,8 +105,6 @@ def compile_config(spec: KernelSpec, cfg, dtype: str, ragged_k: bool):
             signature[name] = "constexpr"
         elif name in spec.pointer_types:
             signature[name] = spec.pointer_types[name]
-        elif name == "y_ptr" and getattr(cfg, "split_k", 1) > 1:
-            signature[name] = "*fp32"
         else:
             signature[name] = f"*{dtype}" if name.endswith("_ptr") else "i32"
     # Pointers 16-byte aligned and sizes multiples of 16, as the shapes that matter are.

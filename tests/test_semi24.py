@@ -118,8 +118,22 @@ def test_split_k_leaves_its_workspace_zero(gen, device):
         y = stuning.semi24_mm(w, x.to(device), config=config, out=out_t.t(), **kwargs)
         ref = semi24_ref(dense, x) + bias.double()[:, None]
         assert_close(y, ref, TOL[torch.float16], f"{m}x{n} bias={with_bias}")
-        partial, counts = split_k_workspace(torch.device(device), m * n, 1)
+        partial, counts = split_k_workspace(y.device, m * n, 1)  # the launches' own (device, stream)
         assert not partial.any() and not counts.any()
+
+
+def test_split_k_workspace_grows_and_frees_what_it_replaces(device):
+    from stuning.kernels import split_k
+
+    dev = torch.empty(0, device=device).device  # with its index, as launches key it
+    small = split_k.split_k_workspace(dev, 100, 3)
+    assert small[0].numel() >= 100 and small[1].numel() >= 3 and not small[0].any()
+    assert split_k.split_k_workspace(dev, 50, 2)[0] is small[0]  # fits: the same one
+    large = split_k.split_k_workspace(dev, 5000, 3)
+    assert large[0].numel() >= 5000 and large[1].numel() >= small[1].numel()
+    # Nothing captured it, so the smaller one is not kept alive beside the larger.
+    stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+    assert [w.buffer for w in split_k._HELD[(dev, stream)]] == [large[0]]
 
 
 @pytest.mark.parametrize("k", [70, 66, 3, 129])
