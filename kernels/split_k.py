@@ -27,12 +27,15 @@ class _Workspace:
 _HELD: dict[tuple, list[_Workspace]] = {}
 
 
+def held_key(device: torch.device) -> tuple:
+    """Which workspaces a launch on ``device`` from the current stream shares."""
+    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+
+
 def split_k_workspace(device: torch.device, elements: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A zeroed fp32 buffer of at least ``elements`` and int32 counters for at least ``tiles`` tiles
     on ``device``, for launches on the current stream. The launch must leave both zero again."""
-    cuda = device.type == "cuda"
-    stream = torch.cuda.current_stream(device).cuda_stream if cuda else 0
-    held = _HELD.setdefault((device, stream), [])
+    held = _HELD.setdefault(held_key(device), [])
     if not held or held[-1].buffer.numel() < elements or held[-1].counters.numel() < tiles:
         old_elements, old_tiles = (held[-1].buffer.numel(), held[-1].counters.numel()) if held else (0, 0)
         held[:] = [w for w in held if w.captured]
@@ -42,5 +45,5 @@ def split_k_workspace(device: torch.device, elements: int, tiles: int) -> tuple[
             torch.zeros(triton.next_power_of_2(max(tiles, old_tiles)), dtype=torch.int32, device=device),
         ))
     workspace = held[-1]
-    workspace.captured |= cuda and torch.cuda.is_current_stream_capturing()
+    workspace.captured |= device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     return workspace.buffer, workspace.counters

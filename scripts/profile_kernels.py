@@ -12,7 +12,7 @@ caches flushed (cold, as the benchmarks time):
         --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
         --section WarpStateStats --section SchedulerStats python3 scripts/profile_kernels.py
 
-Without ncu it prints the cases and their configs (and, on the CPU, exits: counters need a GPU).
+Without ncu it only runs the cases; on a machine with no GPU it exits (counters need one).
 """
 
 from __future__ import annotations
