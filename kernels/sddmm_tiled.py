@@ -12,8 +12,9 @@ Why tiles: the gather kernel (``sddmm.py``) reads a row of A and a column of B p
 BLOCK_M * BLOCK_N positions, on tensor cores, so once a tile holds more than a few dozen nonzeros
 it does less traffic per nonzero, and unlike the dense product it writes only the nonzeros.
 
-Picking: ``tl.gather`` on the accumulator flattened to (BLOCK_M * BLOCK_N,), indexed by the
-nonzeros' flat positions ``r * BLOCK_N + c`` (int16 in memory: 2 bytes per nonzero). A 1-D gather
+Picking: ``tl.gather`` on the accumulator flattened to (BLOCK_M * BLOCK_N,) in 8 x 8 blocks, indexed
+by the nonzeros' positions in that order (``stuning.formats.tiles.tile_position``; int16 in memory:
+2 bytes per nonzero). A 1-D gather
 whose index is not warp-local is lowered through shared memory: the tile is written there
 (BLOCK_M * BLOCK_N * 4 bytes, counted in the shared-memory budget below) and each nonzero is one
 read, so picking costs O(tile + nonzeros) on chip, nothing in global memory. Triton >= 3.4 takes
@@ -177,7 +178,14 @@ def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_BETA: tl.constexpr):
     """Store ``alpha * acc + beta * mask`` at the tile's nonzeros (entries ``start .. end``; the
     first chunk's ``dest`` and ``pos`` already loaded)."""
-    flat = tl.reshape(acc, (BLOCK_M * BLOCK_N,))
+    # Flattened in 8 x 8 blocks, each block row-major (the order of ``local``), not row by row: the
+    # gather writes ``flat`` to shared memory in that order, and one store of a warp's accumulator
+    # registers covers 8 rows x 8 columns, so row-major put its 8 rows 4 * BLOCK_N bytes apart, on
+    # the same banks (8-way conflicts; ncu: 61% of the kernel's shared store wavefronts, BENCHMARKS.md
+    # 7j). The reshapes and the permute only relabel registers (sm_90a SASS: the same STS.64, now
+    # 256 contiguous bytes a warp).
+    blocks = tl.permute(tl.reshape(acc, (BLOCK_M // 8, 8, BLOCK_N // 8, 8)), (0, 2, 1, 3))
+    flat = tl.reshape(blocks, (BLOCK_M * BLOCK_N,))
     for c0 in range(start, end, CHUNK):
         if c0 > start:
             dest, pos = _load_entries(dest_ptr, local_ptr, c0, c0 < end, CHUNK)
@@ -274,8 +282,10 @@ BLOCK_MS = (32, 64, 128)
 BLOCK_NS = (32, 64, 128)
 _BLOCK_KS = (16, 32, 64, 128)
 # Nonzeros per pick step: from a few per tile (98% sparse, small tiles) to all of a 64 x 64 tile at
-# 50%, so that most tiles are picked in one step whatever the density.
-_CHUNKS = (32, 128, 512, 2048)
+# 50%, so that most tiles are picked in one step whatever the density. Steps of two, not four: a
+# tile's entries are padded to whole chunks, and the chunks of 256 and 1024 added in 7j were the
+# fastest at 98% and 90% (4096 x 4096, K = 64).
+_CHUNKS = (32, 64, 128, 256, 512, 1024, 2048)
 _WARPS = (4, 8)
 _STAGES = (2, 3)
 # Runs of tiles per program, when K fits one step (A's band then stays in registers for the run).
@@ -330,6 +340,8 @@ def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudge
             continue  # spills, or too little MMA work for the warps
         if chunk > bm * bn // 2:
             continue  # a tile that full is cheaper as two steps than as one mostly padded
+        if chunk < bm * bn // 64:
+            continue  # under 1.6% of a tile per step: a smaller tile serves masks that sparse better
         p = TiledParams(bm, bn, bk, chunk, warps, stages, run)
         if registers_per_thread(p) > 255 or shared_memory_bytes(p, elem) > budget.shared_mem_per_block:
             continue

@@ -6,8 +6,9 @@ dense product writes, so the kernel ran at 0.64x of dense at 95% zeros (BENCHMAR
 ``tiles_per_program`` > 1 and K in one step, a program reads its band of A once and only B's tile
 per tile. This times, per problem (uniform random mask, ``PROBE_L`` x ``PROBE_L``, ``PROBE_KS`` x
 ``PROBE_SPARSITIES``, fp16): the dense cuBLAS product, stuning's own pick (``config=None``), and a
-grid of one-step tiled configs at 1, 4 and 16 tiles per program. Every config is checked against a
-float64 reference first; timings are CUDA-graph replays behind an L2 flush (``flushed_graph_us``).
+grid of one-step tiled configs (``PROBE_TILES``, ``PROBE_CHUNKS``) at each run length of
+``PROBE_RUNS``. Every config is checked against a float64 reference first; timings are CUDA-graph
+replays behind an L2 flush (``flushed_graph_us``).
 
     python3 scripts/probe_sddmm_runs.py            # $OUT/sddmm_runs_probe.json, a table last
     TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_sddmm_runs.py   # tiny, CPU
@@ -30,20 +31,22 @@ from probe_spmm_latency import SMOKE, timer  # noqa: E402
 L = 64 if SMOKE else int(os.environ.get("PROBE_L", "4096"))
 KS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_KS", "64,128").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.8,0.9,0.95,0.98").split(",")]
-RUNS = (1, 4, 16)
+RUNS = [int(v) for v in os.environ.get("PROBE_RUNS", "1,2,4").split(",")]
+CHUNKS = [int(v) for v in os.environ.get("PROBE_CHUNKS", "128,256,512,1024").split(",")]
+TILES = [tuple(int(x) for x in v.split("x")) for v in os.environ.get("PROBE_TILES", "64x64,128x64,64x128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 
 
 def grid(k: int):
-    """The space's one-step tiled configs (two stages, chunks of 512 or 2048, the tiles below), each
-    at every run length in RUNS: the space's own validity rules, with runs it no longer offers."""
+    """The space's one-step tiled configs (two stages, the chunks in CHUNKS and tiles in TILES), each
+    at every run length in RUNS: the space's own validity rules, with runs it may not offer."""
     from stuning.kernels import sddmm as sddmm_kernel
 
-    tiles = [(32, 32)] if SMOKE else [(64, 64), (128, 64), (64, 128), (128, 128)]
+    tiles = [(32, 32)] if SMOKE else TILES
     problem = sddmm_kernel.SDDMMProblem(L, L, k, L * L // 10, torch.float16)
     for cfg in sddmm_kernel.config_space(problem):
         if (cfg.kernel == "tiled" and cfg.tiles_per_program == 1 and cfg.block_k >= k and cfg.num_stages == 2
-                and cfg.chunk in (512, 2048) and (cfg.block_m, cfg.block_n) in tiles):
+                and (SMOKE or cfg.chunk in CHUNKS) and (cfg.block_m, cfg.block_n) in tiles):
             for run in RUNS:
                 yield dataclasses.replace(cfg, tiles_per_program=run)
 

@@ -17,6 +17,7 @@ Without ncu it only runs the cases; on a machine with no GPU it exits (counters 
 
 from __future__ import annotations
 
+import json
 import os
 
 import torch
@@ -28,7 +29,12 @@ CASES = {
     "spmm_4096x4096_n16_s95": ("spmm", dict(m=4096, k=4096, n=16, sparsity=0.95, skew_cv=0.0)),
     "spmm_4096x4096_n128_s95": ("spmm", dict(m=4096, k=4096, n=128, sparsity=0.95, skew_cv=0.0)),
     "sddmm_L4096_k64_s95": ("sddmm", dict(m=4096, n=4096, k=64, sparsity=0.95, family="attention")),
+    "sddmm_L4096_k64_s98": ("sddmm", dict(m=4096, n=4096, k=64, sparsity=0.98, family="attention")),
 }
+
+# ``PROFILE_CONFIG`` (a JSON object of config fields) runs that config in every selected case instead
+# of the database's: e.g. '{"kernel": "tiled", "block_m": 64, ...}' to read the tiled SDDMM kernel
+# where the database picks the gather one.
 
 
 def build(op: str, params: dict):
@@ -42,6 +48,18 @@ def build(op: str, params: dict):
     return make(case, device="cuda", generator=gen, pad_to=1, on_gpu=False)
 
 
+def forced_config(op: str):
+    """The config ``PROFILE_CONFIG`` names for ``op``, or None (the database's)."""
+    text = os.environ.get("PROFILE_CONFIG")
+    if not text:
+        return None
+    from stuning.kernels.sddmm import SDDMMConfig
+    from stuning.kernels.semi24 import Semi24Config
+    from stuning.kernels.spmm import SpMMConfig
+
+    return {"semi24": Semi24Config, "spmm": SpMMConfig, "sddmm": SDDMMConfig}[op](**json.loads(text))
+
+
 def main() -> None:
     if not torch.cuda.is_available():
         print("profile_kernels.py: no CUDA device (hardware counters need one)")
@@ -52,7 +70,8 @@ def main() -> None:
     for name in names:
         op, params = CASES[name]
         inputs = build(op, params)
-        ours = lambda inputs=inputs: inputs.run_stuning(None)  # noqa: E731 (config from the database)
+        config = forced_config(op)
+        ours = lambda inputs=inputs, config=config: inputs.run_stuning(config)  # noqa: E731
         dense = inputs.baselines["dense"]
         for fn in (ours, dense):
             fn()

@@ -7,8 +7,9 @@ multiple of ``chunk`` so a kernel can take ``chunk`` of them at a time without a
 
 - ``tile_m``, ``tile_n`` (tiles,) int32: tile row and column of each nonempty tile;
 - ``tile_ptr`` (tiles + 1,) int32: where each tile's entries start in the two arrays below;
-- ``local`` (entries,) int16 (int32 for tiles over 32767 positions): ``r * BLOCK_N + c``, the
-  nonzero's position in its tile, row-major (0 for padding);
+- ``local`` (entries,) int16 (int32 for tiles over 32767 positions): the nonzero's position in its
+  tile in 8 x 8 blocks (``tile_position``; 0 for padding): the order in which the kernel lays the
+  tile out in shared memory without bank conflicts;
 - ``dest`` (entries,) the mask's index dtype: the nonzero's index in the CSR values, -1 for padding.
 
 A kernel program may take a *run* of consecutive tiles of one band of rows (``runs``): it then
@@ -66,11 +67,21 @@ class OutputTiles:
         return hit
 
 
+def tile_position(r: torch.Tensor, c: torch.Tensor, block_n: int) -> torch.Tensor:
+    """The position of row ``r``, column ``c`` of a tile ``block_n`` wide, counted in 8 x 8 blocks
+    (blocks row-major, each block row-major), as the tiled SDDMM kernel flattens its accumulator."""
+    return ((r // 8) * (block_n // 8) + c // 8) * 64 + (r % 8) * 8 + c % 8
+
+
 def output_tiles(mask: CSRMatrix, block_m: int, block_n: int, chunk: int) -> OutputTiles:
     """The nonempty ``block_m`` x ``block_n`` tiles of ``mask`` and their nonzeros (cached)."""
     for name, v in (("block_m", block_m), ("block_n", block_n), ("chunk", chunk)):
         if int(v) < 1:
             raise ValueError(f"output_tiles: {name} must be positive, got {v}")
+    for name, v in (("block_m", block_m), ("block_n", block_n)):
+        if int(v) % 8:
+            raise ValueError(f"output_tiles: {name} must be a multiple of 8 (tiles are laid out in 8 x 8 blocks), "
+                             f"got {v}")
     key = ("output_tiles", int(block_m), int(block_n), int(chunk))
     hit = mask.cache.get(key)
     if hit is None:
@@ -107,7 +118,7 @@ def _build(mask: CSRMatrix, bm: int, bn: int, chunk: int) -> OutputTiles:
     if entries > torch.iinfo(torch.int32).max:
         raise ValueError(f"output_tiles: {entries} padded entries do not fit int32 offsets")
     local = torch.zeros(entries, dtype=local_dtype, device=dev)
-    local[slot] = ((rows[order] % bm) * bn + cols[order] % bn).to(local_dtype)
+    local[slot] = tile_position(rows[order] % bm, cols[order] % bn, bn).to(local_dtype)
     dest = torch.full((entries,), -1, dtype=mask.col.dtype, device=dev)
     dest[slot] = order.to(mask.col.dtype)
     return OutputTiles(
