@@ -76,10 +76,17 @@ def _sddmm_tiled_kernel(
     HAS_BETA: tl.constexpr,
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
+    STAGE_IN_OUTPUT_DTYPE: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    first = tl.load(run_ptr + pid)
-    last = tl.load(run_ptr + pid + 1)
+    if RUN == 1:
+        # One tile per program: the program id is the tile, one dependent load fewer before the
+        # operands (what small problems, a single wave of short programs, wait on).
+        first = pid
+        last = pid + 1
+    else:
+        first = tl.load(run_ptr + pid)
+        last = tl.load(run_ptr + pid + 1)
     # A run's tiles share one band of rows.
     tm = tl.load(tile_m_ptr + first)
     offs_m = tm.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -105,7 +112,7 @@ def _sddmm_tiled_kernel(
                 stride_bn, BLOCK_N, BLOCK_K, CHUNK, EVEN_K, EVEN_N, UPCAST)
             acc = tl.dot(a_band, b, input_precision=PRECISION)
             _pick(acc, dest, pos, _at(starts, i), _at(ends, i), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
-                  alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
+                  alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA, STAGE_IN_OUTPUT_DTYPE)
             b, dest, pos = b_next, dest_next, pos_next
     else:
         for t in range(first, last):
@@ -123,7 +130,7 @@ def _sddmm_tiled_kernel(
             start = tl.load(tile_ptr + t)
             dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
             _pick(acc, dest, pos, start, tl.load(tile_ptr + t + 1), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
-                  alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA)
+                  alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA, STAGE_IN_OUTPUT_DTYPE)
 
 
 @triton.jit
@@ -175,7 +182,8 @@ def _load_operand(base, k0, stride_k, other_ok, K, K_AXIS: tl.constexpr, BLOCK_K
 
 @triton.jit
 def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr, alpha, beta,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_BETA: tl.constexpr):
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_BETA: tl.constexpr,
+          STAGE_IN_OUTPUT_DTYPE: tl.constexpr):
     """Store ``alpha * acc + beta * mask`` at the tile's nonzeros (entries ``start .. end``; the
     first chunk's ``dest`` and ``pos`` already loaded)."""
     # Flattened in 8 x 8 blocks, each block row-major (the order of ``local``), not row by row: the
@@ -186,11 +194,15 @@ def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr
     # 256 contiguous bytes a warp).
     blocks = tl.permute(tl.reshape(acc, (BLOCK_M // 8, 8, BLOCK_N // 8, 8)), (0, 2, 1, 3))
     flat = tl.reshape(blocks, (BLOCK_M * BLOCK_N,))
+    if STAGE_IN_OUTPUT_DTYPE:
+        # The tile is staged in shared memory in the output's 16-bit dtype: half the store traffic of
+        # fp32 (the pipe that bounds this kernel), for one rounding more where alpha != 1 or beta != 0.
+        flat = flat.to(out_ptr.dtype.element_ty)
     for c0 in range(start, end, CHUNK):
         if c0 > start:
             dest, pos = _load_entries(dest_ptr, local_ptr, c0, c0 < end, CHUNK)
         ok = dest >= 0
-        result = alpha * tl.gather(flat, pos, 0)
+        result = alpha * tl.gather(flat, pos, 0).to(tl.float32)
         if HAS_BETA:
             result += beta * tl.load(mask_val_ptr + dest, mask=ok, other=0.0).to(tl.float32)
         tl.store(out_ptr + dest, result.to(out_ptr.dtype.element_ty), mask=ok)
@@ -259,6 +271,8 @@ def sddmm_tiled(
         UPCAST=upcast,
         # fp32 inputs: exact fp32 products (tf32 would miss the fp32 tolerance); fp16/bf16: tensor cores.
         PRECISION="ieee" if upcast or a.dtype == torch.float32 else "tf32",
+        # The interpreter's bf16 arithmetic is wrong: bf16 stages in fp32 there, as fp32 inputs do.
+        STAGE_IN_OUTPUT_DTYPE=a.dtype == torch.float16 or (a.dtype == torch.bfloat16 and not upcast),
         num_warps=num_warps,
         num_stages=num_stages,
     )
@@ -305,8 +319,9 @@ def _runs_pay(m: int, n: int, k: int, bm: int, bn: int, bk: int, run: int, budge
 
 
 def shared_memory_bytes(p: TiledParams, elem_size: int) -> int:
-    """Pipelined A and B tiles, once per stage, plus the fp32 tile the gather reads from."""
-    return p.num_stages * (p.block_m + p.block_n) * p.block_k * elem_size + p.block_m * p.block_n * 4
+    """Pipelined A and B tiles, once per stage, plus the tile the gather reads from (staged in the
+    output's dtype, the inputs')."""
+    return p.num_stages * (p.block_m + p.block_n) * p.block_k * elem_size + p.block_m * p.block_n * elem_size
 
 
 def registers_per_thread(p: TiledParams) -> int:

@@ -106,10 +106,10 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
         rate = device.tensor_rate(f.dtype)
     mma_us = 2.0 * tiles * bm * bn * k_padded / rate * 1e6
     smem_bw = device.sm_count * _SMEM_BYTES_PER_CLOCK * device.clock_ghz * 1e9
-    # Every pick step writes the fp32 tile to shared memory again (the gather's source), then
-    # reads one element per entry.
+    # Every pick step writes the tile (in the output's dtype) to shared memory again (the gather's
+    # source), then reads one element per entry.
     steps = tiles * math.ceil(per_tile / chunk)
-    pick_us = (steps * bm * bn * 4 + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
+    pick_us = (steps * bm * bn * elt + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
     pick_us += entries * _PICK_OPS / (device.fp32_tflops * 1e12 / 2) * 1e6
 
     p = cfg.tiled_params()
