@@ -30,6 +30,8 @@ CASES = {
     "spmm_4096x4096_n128_s95": ("spmm", dict(m=4096, k=4096, n=128, sparsity=0.95, skew_cv=0.0)),
     "sddmm_L4096_k64_s95": ("sddmm", dict(m=4096, n=4096, k=64, sparsity=0.95, family="attention")),
     "sddmm_L4096_k64_s98": ("sddmm", dict(m=4096, n=4096, k=64, sparsity=0.98, family="attention")),
+    "sddmm_L4096_k128_s95": ("sddmm", dict(m=4096, n=4096, k=128, sparsity=0.95, family="attention")),
+    "sddmm_L1024_k64_s95": ("sddmm", dict(m=1024, n=1024, k=64, sparsity=0.95, family="attention")),
 }
 
 # ``PROFILE_CONFIG`` (a JSON object of config fields) runs that config in every selected case instead
