@@ -122,16 +122,18 @@ def _sddmm_tiled_kernel(
             # mask turned B's loads into unpipelined 2-byte ones (sm_90a SASS; BENCHMARKS.md 7b).
             n_ok = (offs_n < N) | EVEN_N
             b_cols = b_ptr + offs_n[None, :] * stride_bn
-            # The tile's first entries are loaded before the product, not after it: loaded after, the
-            # pick waited a full memory latency on them (ncu at K = 128: 9% of the stall samples).
+            # Where the tile's entries start is loaded before the product: loaded after it, the pick
+            # waited two memory latencies (ncu at K = 128: 9% of the stall samples on the entries).
+            # The entries themselves still load after it: held through the product, their registers
+            # cost 128 x 128 tiles an SM's third program (10% slower at L = 4096, BENCHMARKS.md 7j).
             start = tl.load(tile_ptr + t)
             end = tl.load(tile_ptr + t + 1)
-            dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for k0 in range(0, K, BLOCK_K):
                 a = _load_operand(a_rows, k0, stride_ak, m_ok, K, 1, BLOCK_K, EVEN_K, UPCAST)
                 b = _load_operand(b_cols, k0, stride_bk, n_ok, K, 0, BLOCK_K, EVEN_K, UPCAST)
                 acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
             _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr,
                   alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA, STAGE_IN_OUTPUT_DTYPE)
 
