@@ -14,18 +14,17 @@ it does less traffic per nonzero, and unlike the dense product it writes only th
 
 Picking: ``tl.gather`` on the accumulator flattened to (BLOCK_M * BLOCK_N,) in 8 x 8 blocks, indexed
 by the nonzeros' positions in that order (``stuning.formats.tiles.tile_position``; int16 in memory:
-2 bytes per nonzero). A 1-D gather
-whose index is not warp-local is lowered through shared memory: the tile is written there
-(BLOCK_M * BLOCK_N * 4 bytes, counted in the shared-memory budget below) and each nonzero is one
-read, so picking costs O(tile + nonzeros) on chip, nothing in global memory. Triton >= 3.4 takes
-that path for every rank-1 gather (rank >= 2 gathers could trip the warp-locality assertion of
-OptimizeThreadLocality on 3.6, hence the flattening; ``tl.reshape`` keeps row-major order, unlike
-``tl.ravel``). The tile is written again by every gather (3.6 does not hoist that store out of
-the chunk loop), so the space has chunks large enough to take a tile's nonzeros in one step; the
-cost model charges one tile store per step. The alternative without gather, one-hot
-(CHUNK x BLOCK_M) @ acc then a masked sum over columns, costs CHUNK * BLOCK_M * BLOCK_N MACs per
-chunk and needs an exact fp32 dot (CUDA cores) so as not to round acc: several times the tile's
-own MMA work at 95% sparsity.
+2 bytes per nonzero). A 1-D gather whose index is not warp-local is lowered through shared memory:
+the tile is written there (BLOCK_M * BLOCK_N elements of the output's dtype, fp32 for fp32, counted
+in the shared-memory budget below) and each nonzero is one read, so picking costs O(tile + nonzeros)
+on chip, nothing in global memory. Triton >= 3.4 takes that path for every rank-1 gather (rank >= 2
+gathers could trip the warp-locality assertion of OptimizeThreadLocality on 3.6, hence the
+flattening; ``tl.reshape`` keeps row-major order, unlike ``tl.ravel``). The tile is written again by
+every gather (3.6 does not hoist that store out of the chunk loop), so the space has chunks large
+enough to take a tile's nonzeros in one step; the cost model charges one tile store per step. The
+alternative without gather, one-hot (CHUNK x BLOCK_M) @ acc then a masked sum over columns, costs
+CHUNK * BLOCK_M * BLOCK_N MACs per chunk and needs an exact fp32 dot (CUDA cores) so as not to round
+acc: several times the tile's own MMA work at 95% sparsity.
 """
 
 from __future__ import annotations
