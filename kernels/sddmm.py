@@ -164,9 +164,8 @@ def sddmm(
     check_device(a.device, "sddmm input")
     nnz = col.numel()
     k = a.shape[1]
-    out = torch.empty(nnz, dtype=a.dtype, device=a.device)
     if nnz == 0:
-        return out
+        return torch.empty(0, dtype=a.dtype, device=a.device)
     if config.kernel == "tiled":
         if tiles is None:
             raise ValueError("sddmm: the tiled kernel needs the mask's output tiles (tiles=)")
@@ -175,6 +174,7 @@ def sddmm(
             block_k=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
             tiles_per_program=config.tiles_per_program,
         )
+    out = torch.empty(nnz, dtype=a.dtype, device=a.device)
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](
         row_ids,

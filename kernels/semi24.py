@@ -47,8 +47,29 @@ def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, 
     w1 = (lo >> 16).to(tl.int16).to(DTYPE, bitcast=True)
     w2 = hi.to(tl.int16).to(DTYPE, bitcast=True)
     w3 = (hi >> 16).to(tl.int16).to(DTYPE, bitcast=True)
-    # join(join(w0, w2), join(w1, w3)) puts w_t at column 4g + t after the reshape.
-    return tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK_M, BLOCK_K))
+    GROUPS: tl.constexpr = BLOCK_K // 4
+    # (BLOCK_M, GROUPS, 2, 2): w_t at [m, g, t // 2, t % 2]. Its columns are then put in the order
+    # of _k_of_column; the reshapes and the permute only relabel registers.
+    w = tl.join(tl.join(w0, w2), tl.join(w1, w3))
+    w = tl.reshape(w, (BLOCK_M, GROUPS // 16, 2, 2, 4, 2, 2))  # [m, g4.., g3, g2, g1g0, t1, t0]
+    w = tl.permute(w, (0, 5, 1, 3, 2, 4, 6))  # [m, t1, g4.., g2, g3, g1g0, t0]
+    return tl.reshape(w, (BLOCK_M, BLOCK_K))
+
+
+@triton.jit
+def _k_of_column(BLOCK_K: tl.constexpr):
+    """The column of W (within a K step) behind each column of the rebuilt tile. Read as bits from
+    the lowest, a column is (t0, g0, g1, g3, g2, g4.., t1) for position t = 2 t1 + t0 of group g,
+    where W's own order is (t0, t1, g0, g1, ..). A thread holds eight consecutive groups and a warp
+    two threads a row, so g3 is the lane's bit: moved below g2 it picks the half of a 32-byte
+    swizzle unit, and a warp's 16-byte stores of the tile cover all 32 banks (in W's order they
+    hit 16). t0 stays lowest, so a group's kept pair is still one 32-bit register. The rows of X
+    are read in the same order, which costs nothing: X's tile is contiguous along N."""
+    GROUPS: tl.constexpr = BLOCK_K // 4
+    c = tl.arange(0, BLOCK_K)
+    t = (c & 1) + 2 * (c // (2 * GROUPS))
+    g = ((c >> 1) & 3) + 8 * ((c >> 3) & 1) + 4 * ((c >> 4) & 1) + 16 * ((c >> 5) % (GROUPS // 16))
+    return 4 * g + t
 
 
 @triton.jit
@@ -103,7 +124,7 @@ def _semi24_kernel(
     n_groups = tl.cdiv(K, 4)  # stored per row: K is padded to whole groups
     groups = pid_k * GROUPS + tl.arange(0, GROUPS)
     words = pid_k * WORDS + tl.arange(0, WORDS)
-    rows = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    rows = pid_k * BLOCK_K + _k_of_column(BLOCK_K)
     # Pointers advance by a constant per step: recomputing 64-bit addresses each step cost more
     # instructions than the masks they feed.
     pair_base = val_ptr.to(tl.pointer_type(tl.int32))
@@ -120,7 +141,7 @@ def _semi24_kernel(
         else:
             g = kt * GROUPS + tl.arange(0, GROUPS)
             wd = kt * WORDS + tl.arange(0, WORDS)
-            r = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+            r = kt * BLOCK_K + _k_of_column(BLOCK_K)
             pairs = tl.load(pair_ptrs, mask=m_ok[:, None] & (g < n_groups)[None, :], other=0)
             mwords = tl.load(mask_ptrs, mask=m_ok[:, None] & (wd < tl.cdiv(n_groups, 8))[None, :], other=0)
             xt = tl.load(xt_ptrs, mask=n_ok[:, None] & (r < K)[None, :], other=0.0)
