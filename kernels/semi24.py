@@ -33,7 +33,8 @@ def _split_fields(x, BITS: tl.constexpr):
 
 
 @triton.jit
-def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DTYPE: tl.constexpr):
+def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DTYPE: tl.constexpr,
+                    SPREAD_BANKS: tl.constexpr):
     """The dense (BLOCK_M, BLOCK_K) tile of W from its kept pairs (int32: first value in the low
     half) and its mask words. Exactly two mask bits are set per group, so a pair lands in columns
     (0, 1) as it is, splits across (0 | 1, 2 | 3) by halves, or lands in (2, 3) as it is."""
@@ -51,13 +52,14 @@ def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, 
     # (BLOCK_M, GROUPS, 2, 2): w_t at [m, g, t // 2, t % 2]. Its columns are then put in the order
     # of _k_of_column; the reshapes and the permute only relabel registers.
     w = tl.join(tl.join(w0, w2), tl.join(w1, w3))
-    w = tl.reshape(w, (BLOCK_M, GROUPS // 16, 2, 2, 4, 2, 2))  # [m, g4.., g3, g2, g1g0, t1, t0]
-    w = tl.permute(w, (0, 5, 1, 3, 2, 4, 6))  # [m, t1, g4.., g2, g3, g1g0, t0]
+    if SPREAD_BANKS:
+        w = tl.reshape(w, (BLOCK_M, GROUPS // 16, 2, 2, 4, 2, 2))  # [m, g4.., g3, g2, g1g0, t1, t0]
+        w = tl.permute(w, (0, 5, 1, 3, 2, 4, 6))  # [m, t1, g4.., g2, g3, g1g0, t0]
     return tl.reshape(w, (BLOCK_M, BLOCK_K))
 
 
 @triton.jit
-def _k_of_column(BLOCK_K: tl.constexpr):
+def _k_of_column(BLOCK_K: tl.constexpr, SPREAD_BANKS: tl.constexpr):
     """The column of W (within a K step) behind each column of the rebuilt tile. Read as bits from
     the lowest, a column is (t0, g0, g1, g3, g2, g4.., t1) for position t = 2 t1 + t0 of group g,
     where W's own order is (t0, t1, g0, g1, ..). A thread holds eight consecutive groups and a warp
@@ -67,6 +69,8 @@ def _k_of_column(BLOCK_K: tl.constexpr):
     are read in the same order, which costs nothing: X's tile is contiguous along N."""
     GROUPS: tl.constexpr = BLOCK_K // 4
     c = tl.arange(0, BLOCK_K)
+    if not SPREAD_BANKS:
+        return c
     t = (c & 1) + 2 * (c // (2 * GROUPS))
     g = ((c >> 1) & 3) + 8 * ((c >> 3) & 1) + 4 * ((c >> 4) & 1) + 16 * ((c >> 5) % (GROUPS // 16))
     return 4 * g + t
@@ -102,6 +106,7 @@ def _semi24_kernel(
     EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
     HAS_BIAS: tl.constexpr,
+    SPREAD_BANKS: tl.constexpr,
 ):
     GROUPS: tl.constexpr = BLOCK_K // 4
     WORDS: tl.constexpr = BLOCK_K // 32
@@ -124,7 +129,7 @@ def _semi24_kernel(
     n_groups = tl.cdiv(K, 4)  # stored per row: K is padded to whole groups
     groups = pid_k * GROUPS + tl.arange(0, GROUPS)
     words = pid_k * WORDS + tl.arange(0, WORDS)
-    rows = pid_k * BLOCK_K + _k_of_column(BLOCK_K)
+    rows = pid_k * BLOCK_K + _k_of_column(BLOCK_K, SPREAD_BANKS)
     # Pointers advance by a constant per step: recomputing 64-bit addresses each step cost more
     # instructions than the masks they feed.
     pair_base = val_ptr.to(tl.pointer_type(tl.int32))
@@ -141,11 +146,11 @@ def _semi24_kernel(
         else:
             g = kt * GROUPS + tl.arange(0, GROUPS)
             wd = kt * WORDS + tl.arange(0, WORDS)
-            r = kt * BLOCK_K + _k_of_column(BLOCK_K)
+            r = kt * BLOCK_K + _k_of_column(BLOCK_K, SPREAD_BANKS)
             pairs = tl.load(pair_ptrs, mask=m_ok[:, None] & (g < n_groups)[None, :], other=0)
             mwords = tl.load(mask_ptrs, mask=m_ok[:, None] & (wd < tl.cdiv(n_groups, 8))[None, :], other=0)
             xt = tl.load(xt_ptrs, mask=n_ok[:, None] & (r < K)[None, :], other=0.0)
-        w = _rebuild_groups(pairs, mwords, BLOCK_M, BLOCK_K, val_ptr.dtype.element_ty)
+        w = _rebuild_groups(pairs, mwords, BLOCK_M, BLOCK_K, val_ptr.dtype.element_ty, SPREAD_BANKS)
         if UPCAST:
             # The interpreter's bf16 arithmetic and dot are wrong: compute in fp32 there.
             w = w.to(tl.float32)
@@ -268,10 +273,19 @@ def semi24_mm(
         EVEN_K=k % config.block_k == 0,
         UPCAST=interpreting(),
         HAS_BIAS=bias is not None,
+        SPREAD_BANKS=spread_banks(config),
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
     return out
+
+
+def spread_banks(config: Semi24Config) -> bool:
+    """Whether the rebuilt tile goes to shared memory in _k_of_column's order. That order is fitted
+    to the 32-byte swizzle Triton 3.6 gives the tile for ``mma.sync`` (N tiles under 64); for the
+    warpgroup MMA (N tiles of 64 and up) the tile has a 128-byte swizzle, under which W's own order
+    had fewer conflicts. Measured on the H200 with Nsight Compute, BENCHMARKS.md 7k."""
+    return config.block_n < 64
 
 
 # ------------------------------------------------------------------------------ config space

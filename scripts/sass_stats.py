@@ -76,6 +76,7 @@ KERNELS = {
         semi24._semi24_kernel, "32x16x128:4:4:3,64x16x128:4:4:3,64x128x128:1:8:4,128x128x64:1:8:3,64x256x64:1:8:3",
         lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
                            "SPLIT_K": c.split_k, "EVEN_K": not ragged, "UPCAST": False, "HAS_BIAS": False,
+                           "SPREAD_BANKS": semi24.spread_banks(c),
                            "stride_xn": 1, "stride_yn": 1},
         {"mask_ptr": "*i32", "partial_ptr": "*fp32", "count_ptr": "*i32"}, "W element",
         lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps)), _semi24_config),
@@ -107,8 +108,11 @@ def compile_config(spec: KernelSpec, cfg, dtype: str, ragged_k: bool):
             signature[name] = spec.pointer_types[name]
         else:
             signature[name] = f"*{dtype}" if name.endswith("_ptr") else "i32"
-    # Pointers 16-byte aligned and sizes multiples of 16, as the shapes that matter are.
-    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in signature if signature[a] != "constexpr"}
+    # Pointers 16-byte aligned and sizes multiples of 16, as the shapes that matter are (arguments the
+    # kernel keeps unspecialized get no such hint at run time either).
+    plain = {p.name for p in fn.params if p.do_not_specialize}
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in signature
+             if signature[a] != "constexpr" and a not in plain}
     src = ASTSource(fn=fn, signature=signature, attrs=attrs,
                     constexprs={(fn.arg_names.index(k),): v for k, v in constants.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),

@@ -102,6 +102,25 @@ def test_split_k(gen, device, dtype, tol, config):
     assert_close(run(dense, x, config, device), semi24_ref(dense, x), tol)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        dataclasses.replace(BASE, block_n=16, block_k=64),  # the bank-spreading column order
+        dataclasses.replace(BASE, block_n=16, block_k=256, split_k=2),  # its order over 64 groups
+        dataclasses.replace(BASE, block_m=32, block_n=64, block_k=128),  # W's own order
+    ],
+    ids=config_id,
+)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_both_column_orders_of_the_rebuilt_tile(gen, device, dtype, tol, config):
+    # The rebuilt tile's columns and X's rows are read in the same permuted order (or both in W's
+    # own): a mismatch pairs values with the wrong rows of X. K = 264 leaves a ragged last step.
+    assert semi24_kernel.spread_banks(config) == (config.block_n < 64)
+    dense = random_24(M, K, dtype, gen)
+    x = randn(K, N, dtype=dtype, gen=gen)
+    assert_close(run(dense, x, config, device), semi24_ref(dense, x), tol, config_id(config))
+
+
 def test_split_k_leaves_its_workspace_zero(gen, device):
     # The last split of each tile zeroes the buffer and counters the next launch relies on: launches
     # of other shapes in a row (a bias and a strided out among them) all come out right only if so.
