@@ -62,11 +62,13 @@ def _rebuild_groups(pairs, words, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, 
 def _k_of_column(BLOCK_K: tl.constexpr, SPREAD_BANKS: tl.constexpr):
     """The column of W (within a K step) behind each column of the rebuilt tile. Read as bits from
     the lowest, a column is (t0, g0, g1, g3, g2, g4.., t1) for position t = 2 t1 + t0 of group g,
-    where W's own order is (t0, t1, g0, g1, ..). A thread holds eight consecutive groups and a warp
-    two threads a row, so g3 is the lane's bit: moved below g2 it picks the half of a 32-byte
-    swizzle unit, and a warp's 16-byte stores of the tile cover all 32 banks (in W's order they
-    hit 16). t0 stays lowest, so a group's kept pair is still one 32-bit register. The rows of X
-    are read in the same order, which costs nothing: X's tile is contiguous along N."""
+    where W's own order is (t0, t1, g0, g1, ..). In the layout Triton 3.6 gives the tuned decode
+    configs (64-column steps), a thread holds eight consecutive groups and a warp two threads a
+    row, so g3 is the lane's bit: moved below g2 it picks the half of a 32-byte swizzle unit, and a
+    warp's 16-byte stores of the tile cover all 32 banks (in W's order they hit 16). Any order is
+    correct; this one is only fitted to that layout. t0 stays lowest, so a group's kept pair is
+    still one 32-bit register. The rows of X are read in the same order, which costs nothing: X's
+    tile is contiguous along N."""
     GROUPS: tl.constexpr = BLOCK_K // 4
     c = tl.arange(0, BLOCK_K)
     if not SPREAD_BANKS:

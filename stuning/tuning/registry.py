@@ -88,6 +88,8 @@ KERNEL_REVISIONS: dict[str, str] = {
     # 2: 4-bit group masks, transposed product, sizes specialized. Not bumped for the split-K sum
     # taken in the kernel (no fill and copy around it): every config still computes the same way,
     # and a sweep of all 500 configs at N = 16 kept the stored winners first (BENCHMARKS.md 7i).
+    # Nor for the rebuilt tile's column order (7k): the same sums in another order; the decode
+    # entries it sped up were re-tuned.
     "semi24": "2",
 }
 
