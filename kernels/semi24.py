@@ -296,7 +296,10 @@ _BLOCK_MS = (32, 64, 128, 256)
 _BLOCK_NS = (16, 32, 64, 128, 256)
 _BLOCK_KS = (64, 128, 256)
 _GROUP_MS = (1, 8)
-_SPLIT_KS = (1, 2, 4, 8)
+# 3 and 6 as well as powers of two: with 11008 rows in 64-row tiles, 4 splits make 688 programs,
+# 6 on some SMs and 5 on others (the busiest SM sets the time of a kernel bound by shared memory);
+# 3 or 6 make 516 or 1032, within 1% of an even share (cost_model.base.sm_balance).
+_SPLIT_KS = (1, 2, 3, 4, 6, 8)
 _WARPS = (4, 8)
 # With the decompress-to-one-dot kernel 2, 3 and 4 stages each won somewhere on the H200.
 _STAGES = (2, 3, 4)

@@ -442,8 +442,10 @@ def epilogue_params():
         params += [pytest.param("csr", n, spmm_kernel.heuristic(problem), id=f"csr-n{n}"),
                    pytest.param("sell", n, sell, id=f"sell-n{n}")]
         s24 = semi24_kernel.heuristic(semi24_kernel.Semi24Problem(3001, 4096, n, torch.float16))
-        params += [pytest.param("2:4", n, s24, id=f"semi24-n{n}"),
-                   pytest.param("2:4", n, dataclasses.replace(s24, split_k=4), id=f"semi24-split4-n{n}")]
+        params.append(pytest.param("2:4", n, s24, id=f"semi24-n{n}"))
+        # Splits that do not divide K's 32 or 64 steps evenly (3, 6) as well as one that does.
+        params += [pytest.param("2:4", n, dataclasses.replace(s24, split_k=split), id=f"semi24-split{split}-n{n}")
+                   for split in (3, 4, 6)]
     return params
 
 

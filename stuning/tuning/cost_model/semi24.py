@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.semi24 import Semi24Config, shared_memory_bytes
-from stuning.tuning.cost_model.base import LAUNCH_US, CostTerms, latency_factor, launch_shape, memory_us
+from stuning.tuning.cost_model.base import (
+    LAUNCH_US,
+    CostTerms,
+    latency_factor,
+    launch_shape,
+    memory_us,
+    sm_balance,
+)
 from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
 
@@ -39,10 +46,13 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
     launch = launch_shape(m_tiles * n_tiles * split, threads, regs, smem, device)
     # A deeper pipeline hides more latency; one stage hides none.
     pipelining = 1.0 + 0.5 / max(1, cfg.num_stages - 1)
+    # The rebuild is bound by each SM's shared memory (BENCHMARKS.md 7i), so an uneven share of a
+    # single wave costs what the busiest SM carries over the mean; over several waves wave_eff counts.
+    balance = sm_balance(launch.programs, device) if launch.waves == 1 else 1.0
     return CostTerms(
         mem_us=mem_us,
         compute_us=compute_us,
-        imbalance=pipelining,
+        imbalance=pipelining * balance,
         wave_eff=launch.wave_eff,
         latency=latency_factor(launch.occupancy, 0.25),
         overhead_us=LAUNCH_US,

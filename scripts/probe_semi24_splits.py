@@ -1,0 +1,82 @@
+"""Probe split-K counts for the 2:4 kernel at decode widths: does an even share per SM pay?
+
+The decode configs split K so that every SM gets programs. With 11008 rows in 64-row tiles, 4
+splits make 688 programs: 6 on some SMs and 5 on others, and a kernel bound by each SM's shared
+memory (BENCHMARKS.md 7i) ends with its busiest SM. 3 or 6 splits make 516 or 1032, within 1% of
+an even share. This times, for each Llama-7B decode problem, the config the library picks (the
+shipped database) with every split count of the space, against dense cuBLAS, in CUDA graphs with
+L2 flushed; each config is checked against a float64 reference first.
+
+    python3 scripts/probe_semi24_splits.py          # $OUT/semi24_splits_probe.json, a table last
+    TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_semi24_splits.py   # tiny, CPU
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+
+import torch
+
+SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
+SHAPES = [(64, 256)] if SMOKE else [(4096, 4096), (11008, 4096), (4096, 11008)]
+NS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
+SPLITS = (1, 2, 3, 4, 6, 8)
+
+
+def timer(fn) -> float:
+    if SMOKE:
+        fn()
+        return float("nan")
+    from stuning.tuning.timing import flushed_graph_us
+
+    with torch.cuda.stream(torch.cuda.Stream()):
+        return flushed_graph_us(fn)
+
+
+def main() -> int:
+    import stuning
+    from stuning.ops.inputs import tuned_config
+    from stuning.tuning.features import semi24_features
+
+    device = "cpu" if SMOKE else "cuda"
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    rows = []
+    for (m, k), n in ((s, n) for s in SHAPES for n in NS):
+        dense = torch.randn(m, k, generator=gen)
+        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2  # two of every four kept
+        dense = (dense * keep.reshape(m, k)).half().to(device)
+        x = torch.randn(k, n, generator=gen).half().to(device)
+        ref = dense.double() @ x.double()
+        w = stuning.Semi24Matrix.from_dense(dense)
+        pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))
+        row = {"m": m, "k": k, "n": n, "pick": pick.as_dict(),
+               "cublas_us": timer(functools.partial(torch.matmul, dense, x))}
+        for split in SPLITS:
+            cfg = dataclasses.replace(pick, split_k=split)
+            run = functools.partial(stuning.semi24_mm, w, x, config=cfg)
+            err = float((run().double() - ref).norm() / ref.norm())
+            if not err < 1e-2:
+                raise AssertionError(f"{m}x{k} n={n} split {split}: relative error {err:.2e}")
+            row[f"split{split}_us"] = timer(run)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "semi24_splits_probe.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+    heads = " ".join(f"{'s' + str(s):>6}" for s in SPLITS)
+    print(f"{'M x K':>11} {'N':>4} {'tile':>9} {'pick':>5} {'cuBLAS':>7} {heads}")
+    for r in rows:
+        p = r["pick"]
+        tile = f"{p['block_m']}x{p['block_n']}x{p['block_k']}"
+        print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {tile:>9} {p['split_k']:>5} {r['cublas_us']:>7.1f} "
+              + " ".join(f"{r[f'split{s}_us']:>6.1f}" for s in SPLITS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
