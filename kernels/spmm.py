@@ -273,6 +273,13 @@ _LONG_STEPS = (64, 128)
 LONG_STEP_MAX_N = 32
 _BLOCK_NS = (16, 32, 64, 128)
 _VECS = (4, 2, 1)  # widest first: only the widest load N's alignment allows enters the space
+# 16-byte pieces of B's rows (8 fp16/bf16 values a thread), from this N up, beside width 4. Per
+# nonzero they halve the index, value and address work (28-31% fewer loop instructions per
+# multiply-add in sm_90a SASS). On the H200 (4096 x 4096, N = 128 and 2048) they ran 5-27% faster
+# on the best configs and up to 48% slower on others, with no rule that told them apart
+# (BENCHMARKS.md 7l): a search axis. At N = 16 they lost.
+_WIDE_VEC = 8
+_WIDE_VEC_MIN_N = 64
 _WARPS = (2, 4, 8)
 # The nonzero loop is a gather whose addresses come from the loop itself, so software pipelining
 # (num_stages=2) gained at most 1.4% over one stage on the H100 (8 problems), for twice the configs.
@@ -307,14 +314,16 @@ def tile_configs(problem: SpMMProblem, budget: DeviceBudget | None, row_options:
     max_row_len_cap = max(min(_NNZ_STEPS), triton.next_power_of_2(max(1, problem.nnz // max(1, problem.m)) * 4))
     out = []
     # Narrower loads than alignment allows were 1.6-5x slower in every measured problem: not worth timing.
-    vec = next(v for v in _VECS if problem.n % v == 0)
+    vecs = (next(v for v in _VECS if problem.n % v == 0),)
+    if problem.n >= _WIDE_VEC_MIN_N and problem.n % _WIDE_VEC == 0 and problem.dtype != torch.float32:
+        vecs = (_WIDE_VEC, *vecs)
     prefetch = prefetches(problem, kernel)
     steps = _NNZ_STEPS + (_LONG_STEPS if problem.n <= LONG_STEP_MAX_N else ())
-    for rows, step, bn, warps, stages, swz in itertools.product(
-        row_options, steps, _BLOCK_NS, _WARPS, _STAGES, (False, True)
+    for rows, step, bn, vec, warps, stages, swz in itertools.product(
+        row_options, steps, _BLOCK_NS, vecs, _WARPS, _STAGES, (False, True)
     ):
         threads = 32 * warps
-        if bn > n_cap or rows > max(1, triton.next_power_of_2(problem.m)):
+        if bn > n_cap or vec > bn or rows > max(1, triton.next_power_of_2(problem.m)):
             continue
         if step > max_row_len_cap:
             continue  # steps far longer than the average row only load masked zeros (or padding)

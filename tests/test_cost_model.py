@@ -113,7 +113,8 @@ def test_every_listed_device_resolves():
 def test_incremental_refit_on_few_trials_keeps_what_was_learned():
     model = CostModel(H100)
     f = _features("spmm")
-    configs = _sample(family("spmm").space(f), k=300, seed=2)
+    # About half the space (N = 128: it doubled with the 16-byte loads), so every effect has samples.
+    configs = _sample(family("spmm").space(f), k=500, seed=2)
     truth = Coefficients((0.3, 1.0, 1.0, 0.5), effects={"num_warps=8": 1.2})
     samples = [(f, c, truth.predict_us(model.terms(f, c), c)) for c in configs]
     wide = [c for c in configs if c.num_warps == 8]

@@ -86,6 +86,25 @@ PREFETCH_CONFIGS = [
 ]
 
 
+# 16-byte pieces of B's rows (vec 8), for both kernels, with N filling its tiles and not.
+WIDE_VEC_CONFIGS = [
+    spmm_kernel.SpMMConfig(rows=1, nnz_step=16, block_n=32, vec=8, num_warps=2, num_stages=1),
+    spmm_kernel.SpMMConfig(rows=8, nnz_step=16, block_n=128, vec=8, swizzle=True, num_warps=8, num_stages=1),
+    spmm_kernel.SpMMConfig(rows=4, nnz_step=8, block_n=128, vec=8, swizzle=True, num_warps=2, num_stages=1,
+                           kernel="sell"),
+]
+
+
+@pytest.mark.parametrize("n", [128, 200])
+@pytest.mark.parametrize("config", WIDE_VEC_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_spmm_16_byte_pieces_of_b(device_gen, dtype, tol, config, n):
+    dense = skewed_sparse(SPMM_M, SPMM_K, SPMM_DENSITY * SPMM_K, dtype, device_gen, cv=0.45, empty_rows=64)
+    b = randn(SPMM_K, n, dtype=dtype, gen=device_gen)
+    y = stuning.spmm(CSRMatrix.from_dense(dense, pad_to=4), b, config=config)
+    assert_close(y, spmm_ref(dense, b), tol, f"spmm vec 8 n={n} {config}")
+
+
 @pytest.mark.parametrize("n", [16, 100])
 @pytest.mark.parametrize("config", PREFETCH_CONFIGS, ids=config_id)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)

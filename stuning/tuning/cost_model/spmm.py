@@ -91,8 +91,12 @@ def gather_efficiency(cfg: SpMMConfig, n: int, elt: int) -> float:
 
 
 def load_issue(cfg: SpMMConfig, elt: int) -> float:
-    """Narrow (scalar 16-bit) loads issue more instructions per byte."""
-    return 1.15 if cfg.vec == 1 and elt < 4 else 1.0
+    """Narrow (scalar 16-bit) loads issue more instructions per byte. 16-byte pieces (width 8) won
+    or lost by 20-50% per config on the H200 with no rule found (kernels/spmm.py): ranked just
+    behind width 4, so the model alone never picks them and a search's climb still tries them."""
+    if cfg.vec == 1 and elt < 4:
+        return 1.15
+    return 1.02 if cfg.vec == 8 else 1.0
 
 
 def _gather_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec, *, dram: float, l2: float,
