@@ -277,9 +277,11 @@ _VECS = (4, 2, 1)  # widest first: only the widest load N's alignment allows ent
 # nonzero they halve the index, value and address work (28-31% fewer loop instructions per
 # multiply-add in sm_90a SASS). On the H200 (4096 x 4096, N = 128 and 2048) they ran 5-27% faster
 # on the best configs and up to 48% slower on others, with no rule that told them apart
-# (BENCHMARKS.md 7l): a search axis. At N = 16 they lost.
+# (BENCHMARKS.md 7l): a search axis. At N = 16 they lost. Only on N tiles of 32 and up: a 16-wide
+# tile left two threads a row, and the one such config timed ran 2x slower than width 4's pick.
 _WIDE_VEC = 8
 _WIDE_VEC_MIN_N = 64
+_WIDE_VEC_MIN_BLOCK_N = 32
 _WARPS = (2, 4, 8)
 # The nonzero loop is a gather whose addresses come from the loop itself, so software pipelining
 # (num_stages=2) gained at most 1.4% over one stage on the H100 (8 problems), for twice the configs.
@@ -324,6 +326,8 @@ def tile_configs(problem: SpMMProblem, budget: DeviceBudget | None, row_options:
     ):
         threads = 32 * warps
         if bn > n_cap or vec > bn or rows > max(1, triton.next_power_of_2(problem.m)):
+            continue
+        if vec == _WIDE_VEC and bn < _WIDE_VEC_MIN_BLOCK_N:
             continue
         if step > max_row_len_cap:
             continue  # steps far longer than the average row only load masked zeros (or padding)
