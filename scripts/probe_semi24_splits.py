@@ -19,6 +19,7 @@ import json
 import os
 
 import torch
+from probe_timing import check_close, probe_time_us
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 SHAPES = [(64, 256)] if SMOKE else [(4096, 4096), (11008, 4096), (4096, 11008)]
@@ -27,13 +28,7 @@ SPLITS = (1, 2, 3, 4, 6, 8)
 
 
 def timer(fn) -> float:
-    if SMOKE:
-        fn()
-        return float("nan")
-    from stuning.tuning.timing import flushed_graph_us
-
-    with torch.cuda.stream(torch.cuda.Stream()):
-        return flushed_graph_us(fn)
+    return probe_time_us(fn, SMOKE)
 
 
 def main() -> int:
@@ -57,9 +52,7 @@ def main() -> int:
         for split in SPLITS:
             cfg = dataclasses.replace(pick, split_k=split)
             run = functools.partial(stuning.semi24_mm, w, x, config=cfg)
-            err = float((run().double() - ref).norm() / ref.norm())
-            if not err < 1e-2:
-                raise AssertionError(f"{m}x{k} n={n} split {split}: relative error {err:.2e}")
+            check_close(run(), ref, f"{m}x{k} n={n} split {split}")
             row[f"split{split}_us"] = timer(run)
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -39,6 +39,7 @@ import sys
 import time
 
 import torch
+from probe_timing import check_close, probe_time_us
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
@@ -65,14 +66,7 @@ def grid(n: int):
 
 
 def timer(fn) -> float:
-    if SMOKE:
-        fn()
-        return float("nan")
-    from stuning.tuning.timing import flushed_graph_us
-
-    # L2 flushed before every call, as the tuner times: a sub-L2 A stayed resident across warm replays.
-    with torch.cuda.stream(torch.cuda.Stream()):
-        return flushed_graph_us(fn)
+    return probe_time_us(fn, SMOKE)
 
 
 def spmm_reblocked(a, xb, n: int, cfg):
@@ -97,10 +91,6 @@ def reblock(x: torch.Tensor, bn: int) -> torch.Tensor:
     return x.view(k, n // bn, bn).permute(1, 0, 2).contiguous()
 
 
-def check(y: torch.Tensor, ref: torch.Tensor, what: str) -> None:
-    err = (y.double() - ref).norm() / max(ref.norm(), 1e-30)
-    if not err < 1e-2:
-        raise AssertionError(f"{what}: relative error {err:.2e} against the float64 reference")
 
 
 def main() -> int:
@@ -134,7 +124,7 @@ def main() -> int:
         times = {}
         for name, cfg in candidates.items():
             try:
-                check(stuning.spmm(a, x, config=cfg), ref, name)
+                check_close(stuning.spmm(a, x, config=cfg), ref, name)
             except Exception as e:  # a config that fails to compile or run is reported, not fatal
                 times[name] = {"config": dataclasses.asdict(cfg), "error": str(e).splitlines()[0][:200]}
                 continue
@@ -165,7 +155,7 @@ def main() -> int:
                 name = f"{key}-bn{bn}"
                 try:
                     xb = reblock(x, bn)
-                    check(spmm_reblocked(a, xb, n, cfg), ref, name)
+                    check_close(spmm_reblocked(a, xb, n, cfg), ref, name)
                     reblocked[name] = {"config": dataclasses.asdict(cfg),
                                        "us": timer(lambda a=a, xb=xb, n=n, cfg=cfg: spmm_reblocked(a, xb, n, cfg)),
                                        "reblock_us": timer(lambda x=x, bn=bn: reblock(x, bn))}

@@ -44,6 +44,7 @@ import time
 import torch
 import triton
 import triton.language as tl
+from probe_timing import check_close, probe_time_us
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [int(v) for v in os.environ.get("PROBE_NS", "64,128").split(",")]
@@ -114,19 +115,9 @@ def spmm_onehot(lists, x, m, bm, step, bn, warps, stages):
 
 
 def timer(fn) -> float:
-    if SMOKE:
-        fn()
-        return float("nan")
-    from stuning.tuning.timing import flushed_graph_us
-
-    with torch.cuda.stream(torch.cuda.Stream()):
-        return flushed_graph_us(fn)
+    return probe_time_us(fn, SMOKE)
 
 
-def check(y, ref, what):
-    err = (y.double() - ref).norm() / max(ref.norm(), 1e-30)
-    if not err < 1e-2:
-        raise AssertionError(f"{what}: relative error {err:.2e} against the float64 reference")
 
 
 def grid(n: int):
@@ -170,7 +161,7 @@ def main() -> int:
                 lists[key] = block_lists(w, bm, step, order)
             try:
                 run = functools.partial(spmm_onehot, lists[key], x, M, bm, step, bn, warps, stages)
-                check(run(), ref, name)
+                check_close(run(), ref, name)
                 t = timer(run)
                 times.append({"config": name, "us": t})
             except Exception as e:

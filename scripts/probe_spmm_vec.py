@@ -24,6 +24,7 @@ import os
 import random
 
 import torch
+from probe_timing import check_close, probe_time_us
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
@@ -33,13 +34,7 @@ SAMPLE = 2 if SMOKE else int(os.environ.get("PROBE_CONFIGS", "24"))
 
 
 def timer(fn) -> float:
-    if SMOKE:
-        fn()
-        return float("nan")
-    from stuning.tuning.timing import flushed_graph_us
-
-    with torch.cuda.stream(torch.cuda.Stream()):
-        return flushed_graph_us(fn)
+    return probe_time_us(fn, SMOKE)
 
 
 def main() -> int:
@@ -73,9 +68,7 @@ def main() -> int:
                     continue
                 variant = dataclasses.replace(cfg, vec=vec)
                 run = functools.partial(stuning.spmm, a, x, config=variant)
-                err = float((run().double() - ref).norm() / ref.norm())
-                if not err < 1e-2:
-                    raise AssertionError(f"n={n} {variant}: relative error {err:.2e}")
+                check_close(run(), ref, f"n={n} {variant}")
                 pair[f"vec{vec}_us"] = timer(run)
             row["pairs"].append(pair)
         both = [p for p in row["pairs"] if "vec4_us" in p and "vec8_us" in p]
