@@ -19,7 +19,7 @@ import json
 import os
 
 import torch
-from probe_timing import check_close, probe_time_us
+from probe_harness import check_close, probe_time_us
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 SHAPES = [(64, 256)] if SMOKE else [(4096, 4096), (11008, 4096), (4096, 11008)]

@@ -39,7 +39,7 @@ import sys
 import time
 
 import torch
-from probe_timing import check_close, probe_time_us
+from probe_harness import check_close, probe_time_us, random_problem
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
@@ -108,10 +108,7 @@ def main() -> int:
         if time.perf_counter() - started > SECONDS:
             print(f"stopped before n={n} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
             break
-        w = torch.randn(M, K, generator=gen)
-        w = (w * (torch.rand(M, K, generator=gen) >= sparsity)).half().to(device)
-        x = torch.randn(K, n, generator=gen).half().to(device)
-        ref = w.double() @ x.double()
+        w, x, ref = random_problem(M, K, n, sparsity, gen, device)
         a = stuning.CSRMatrix.from_dense(w, pad_to=4)
         row = {"m": M, "k": K, "n": n, "sparsity": sparsity, "nnz": a.nnz}
         row["cublas_us"] = timer(lambda w=w, x=x: w @ x)

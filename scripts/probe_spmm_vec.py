@@ -24,7 +24,7 @@ import os
 import random
 
 import torch
-from probe_timing import check_close, probe_time_us
+from probe_harness import check_close, probe_time_us, random_problem
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
@@ -49,10 +49,7 @@ def main() -> int:
     gen = torch.Generator(device="cpu").manual_seed(0)
     rows = []
     for n, sparsity in itertools.product(NS, SPARSITIES):
-        w = torch.randn(M, K, generator=gen)
-        w = (w * (torch.rand(M, K, generator=gen) >= sparsity)).half().to(device)
-        x = torch.randn(K, n, generator=gen).half().to(device)
-        ref = w.double() @ x.double()
+        w, x, ref = random_problem(M, K, n, sparsity, gen, device)
         a = stuning.CSRMatrix.from_dense(w, pad_to=4)
         problem = csr_kernel.SpMMProblem(M, K, n, a.nnz, torch.float16, pad_to=4)
         space = csr_kernel.config_space(problem) + spmm_sell.config_space(problem)

@@ -1,4 +1,5 @@
-"""What the GPU probes in scripts/ share: how they time a call and how they check its result.
+"""The harness the GPU probes in scripts/ share: their random inputs, how they time a call and how
+they check its result.
 
 Each probe is run as ``python3 scripts/probe_<name>.py``, which puts this directory on the path.
 """
@@ -26,3 +27,11 @@ def check_close(y: torch.Tensor, ref: torch.Tensor, what: str, tol: float = 1e-2
     err = float((y.double() - ref).norm() / max(ref.norm(), 1e-30))
     if not err < tol:
         raise AssertionError(f"{what}: relative error {err:.2e} against the float64 reference")
+
+
+def random_problem(m: int, k: int, n: int, sparsity: float, gen: torch.Generator, device: str):
+    """fp16 W (m x k) with uniformly random zeros, X (k x n), and W @ X in float64."""
+    w = torch.randn(m, k, generator=gen)
+    w = (w * (torch.rand(m, k, generator=gen) >= sparsity)).half().to(device)
+    x = torch.randn(k, n, generator=gen).half().to(device)
+    return w, x, w.double() @ x.double()
