@@ -92,8 +92,9 @@ def gather_efficiency(cfg: SpMMConfig, n: int, elt: int) -> float:
 
 def load_issue(cfg: SpMMConfig, elt: int) -> float:
     """Narrow (scalar 16-bit) loads issue more instructions per byte. 16-byte pieces (width 8) won
-    or lost by 20-50% per config on the H200 with no rule found (kernels/spmm.py): ranked just
-    behind width 4, so the model alone never picks them and a search's climb still tries them."""
+    or lost by 20-50% per config on the H200 with no rule found (kernels/spmm.py): this prior
+    ranks them just behind width 4 (a model fitted to timings may learn otherwise), and a search's
+    climb still tries them on its best config."""
     if cfg.vec == 1 and elt < 4:
         return 1.15
     return 1.02 if cfg.vec == 8 else 1.0

@@ -129,8 +129,8 @@ class ModelOptunaSearch(SearchStrategy):
     @staticmethod
     def _climb(ranked, trials: list[Trial], objective: RecordingObjective, budget: Budget, start: float) -> int:
         """Time the best config's untimed one-field neighbours (model order) until the budget ends
-        or none is left; returns how many were timed. Not told to the study: their values may lie
-        outside its distributions, and a resumed search rebuilds them from the objective's records."""
+        or none is left; returns how many were timed. Not told to the study, whose distributions
+        may not hold their values: a search resumed from a stored study may time them again."""
         climbed = 0
         while not budget.exhausted(objective.timed, start, succeeded=objective.succeeded):
             ok = [t for t in objective.results.values() if t.ok]
