@@ -1,10 +1,16 @@
-"""The harness the GPU probes in scripts/ share: their random inputs, how they time a call and how
-they check its result.
+"""The harness the GPU probes in scripts/ share: their random inputs, how they time a call, how
+they check its result and where they write what they measured.
 
 Each probe is run as ``python3 scripts/probe_<name>.py``, which puts this directory on the path.
 """
 
 from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
 
 import torch
 
@@ -35,3 +41,44 @@ def random_problem(m: int, k: int, n: int, sparsity: float, gen: torch.Generator
     w = (w * (torch.rand(m, k, generator=gen) >= sparsity)).half().to(device)
     x = torch.randn(k, n, generator=gen).half().to(device)
     return w, x, w.double() @ x.double()
+
+
+@dataclass
+class SpMMProbeProblem:
+    n: int
+    sparsity: float
+    w: torch.Tensor  # dense fp16 W
+    x: torch.Tensor
+    ref: torch.Tensor  # W @ X in float64
+    a: object  # W as stuning's CSRMatrix, rows padded to 4 (what the bench gives the kernels)
+    pick: object  # the config stuning.spmm(a, x) runs: the database's, else the cost model's
+
+
+def spmm_problems(m: int, k: int, ns, sparsities, device: str, *, seconds: float | None = None):
+    """One ``SpMMProbeProblem`` per (N, sparsity), inputs from one generator seeded 0 (the same
+    inputs run after run); none starts after ``seconds``."""
+    import functools
+
+    import stuning
+    from stuning.ops.inputs import tuned_config
+    from stuning.ops.spmm import spmm_features
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    started = time.perf_counter()
+    for n, sparsity in itertools.product(ns, sparsities):
+        if seconds is not None and time.perf_counter() - started > seconds:
+            print(f"stopped before n={n} sparsity={sparsity}: over {seconds:g} s", flush=True)
+            return
+        w, x, ref = random_problem(m, k, n, sparsity, gen, device)
+        a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+        pick = tuned_config(a, "spmm", n, a.dtype, functools.partial(spmm_features, a, n))
+        yield SpMMProbeProblem(n, sparsity, w, x, ref, a, pick)
+
+
+def write_results(rows: list, file_name: str) -> None:
+    """``rows`` as JSON to ``$OUT/file_name`` when $OUT is set (the device tool returns that folder)."""
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, file_name), "w") as f:
+            json.dump(rows, f, indent=1)

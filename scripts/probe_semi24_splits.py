@@ -19,7 +19,7 @@ import json
 import os
 
 import torch
-from probe_harness import check_close, probe_time_us
+from probe_harness import check_close, probe_time_us, write_results
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 SHAPES = [(64, 256)] if SMOKE else [(4096, 4096), (11008, 4096), (4096, 11008)]
@@ -56,11 +56,7 @@ def main() -> int:
             row[f"split{split}_us"] = timer(run)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "semi24_splits_probe.json"), "w") as f:
-            json.dump(rows, f, indent=1)
+    write_results(rows, "semi24_splits_probe.json")
     heads = " ".join(f"{'s' + str(s):>6}" for s in SPLITS)
     print(f"{'M x K':>11} {'N':>4} {'tile':>9} {'pick':>5} {'cuBLAS':>7} {heads}")
     for r in rows:

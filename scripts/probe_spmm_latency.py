@@ -36,10 +36,9 @@ import itertools
 import json
 import os
 import sys
-import time
 
 import torch
-from probe_harness import check_close, probe_time_us, random_problem
+from probe_harness import check_close, probe_time_us, spmm_problems, write_results
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
@@ -97,22 +96,13 @@ def main() -> int:
     from stuning.kernels.spmm import SpMMConfig
 
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.ops.spmm import spmm_features
 
     device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows_out = []
-    started = time.perf_counter()
-    for n, sparsity in itertools.product(NS if not SMOKE else [16], SPARSITIES):
-        if time.perf_counter() - started > SECONDS:
-            print(f"stopped before n={n} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
-            break
-        w, x, ref = random_problem(M, K, n, sparsity, gen, device)
-        a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+    for p in spmm_problems(M, K, NS if not SMOKE else [16], SPARSITIES, device, seconds=SECONDS):
+        n, sparsity, w, x, ref, a, pick = p.n, p.sparsity, p.w, p.x, p.ref, p.a, p.pick
         row = {"m": M, "k": K, "n": n, "sparsity": sparsity, "nnz": a.nnz}
         row["cublas_us"] = timer(lambda w=w, x=x: w @ x)
-        pick = tuned_config(a, "spmm", n, a.dtype, lambda a=a, n=n: spmm_features(a, n))  # what spmm(a, x) runs
         candidates = {"pick": pick}
         if pick.kernel == "csr":
             candidates["pick+prefetch"] = dataclasses.replace(pick, prefetch=True)
@@ -168,11 +158,7 @@ def main() -> int:
         rows_out.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("configs", "reblocked")}), flush=True)
 
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "spmm_latency_probe.json"), "w") as f:
-            json.dump(rows_out, f, indent=1)
+    write_results(rows_out, "spmm_latency_probe.json")
     print(f"{'n':>5} {'sparsity':>8} {'cublas':>8} {'auto':>8} {'plain':>8} {'prefetch':>8} {'reblocked':>9} "
           f"{'copy':>6}   speedup over cuBLAS: plain prefetch reblocked")
     nan = float("nan")

@@ -39,12 +39,11 @@ import functools
 import itertools
 import json
 import os
-import time
 
 import torch
 import triton
 import triton.language as tl
-from probe_harness import check_close, probe_time_us, random_problem
+from probe_harness import check_close, probe_time_us, spmm_problems, write_results
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [int(v) for v in os.environ.get("PROBE_NS", "64,128").split(",")]
@@ -130,23 +129,14 @@ def grid(n: int):
 
 def main() -> int:
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.ops.spmm import spmm_features
 
     device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows_out = []
-    started = time.perf_counter()
-    for n, sparsity in itertools.product(NS if not SMOKE else [64], SPARSITIES):
-        if time.perf_counter() - started > SECONDS:
-            print(f"stopped before n={n} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
-            break
-        w, x, ref = random_problem(M, K, n, sparsity, gen, device)
-        a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+    for p in spmm_problems(M, K, NS if not SMOKE else [64], SPARSITIES, device, seconds=SECONDS):
+        n, sparsity, w, x, ref, a = p.n, p.sparsity, p.w, p.x, p.ref, p.a
         row = {"m": M, "k": K, "n": n, "sparsity": sparsity, "nnz": a.nnz}
         row["cublas_us"] = timer(functools.partial(torch.matmul, w, x))
-        pick = tuned_config(a, "spmm", n, a.dtype, functools.partial(spmm_features, a, n))
-        row["pick"] = pick.as_dict()
+        row["pick"] = p.pick.as_dict()
         row["stuning_us"] = timer(functools.partial(stuning.spmm, a, x))
         lists = {}
         times = []
@@ -172,11 +162,7 @@ def main() -> int:
         rows_out.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
 
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "spmm_onehot_probe.json"), "w") as f:
-            json.dump(rows_out, f, indent=1)
+    write_results(rows_out, "spmm_onehot_probe.json")
     print(f"{'n':>5} {'sparsity':>8} {'cublas':>8} {'stuning':>8} {'onehot':>8}  vs cuBLAS: stuning onehot  best")
     for r in rows_out:
         best = r["best"][0] if r["best"] else {"us": float("nan"), "config": "-"}

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import json
 import os
 import random
 
 import torch
-from probe_harness import check_close, probe_time_us, random_problem
+from probe_harness import check_close, probe_time_us, spmm_problems, write_results
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 NS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_NS", "16,128,2048").split(",")]
@@ -42,19 +41,14 @@ def main() -> int:
     from stuning.kernels import spmm_sell
 
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.ops.spmm import spmm_features
 
     device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows = []
-    for n, sparsity in itertools.product(NS, SPARSITIES):
-        w, x, ref = random_problem(M, K, n, sparsity, gen, device)
-        a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+    for p in spmm_problems(M, K, NS, SPARSITIES, device):
+        n, sparsity, w, x, ref, a, pick = p.n, p.sparsity, p.w, p.x, p.ref, p.a, p.pick
         problem = csr_kernel.SpMMProblem(M, K, n, a.nnz, torch.float16, pad_to=4)
         space = csr_kernel.config_space(problem) + spmm_sell.config_space(problem)
         sample = random.Random(n).sample(space, min(SAMPLE, len(space)))
-        pick = tuned_config(a, "spmm", n, a.dtype, functools.partial(spmm_features, a, n))
         row = {"n": n, "sparsity": sparsity, "pick": pick.as_dict(),
                "cublas_us": timer(functools.partial(torch.matmul, w, x)),
                "pick_us": timer(functools.partial(stuning.spmm, a, x, config=pick)), "pairs": []}
@@ -75,11 +69,7 @@ def main() -> int:
         row["best_vec8_us"] = min((p["vec8_us"] for p in both), default=None)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "pairs"}), flush=True)
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "spmm_vec_probe.json"), "w") as f:
-            json.dump(rows, f, indent=1)
+    write_results(rows, "spmm_vec_probe.json")
     print(f"{'n':>5} {'zeros':>6} {'cuBLAS':>7} {'pick':>7} {'best v4':>8} {'best v8':>8} {'median v4/v8':>13}")
     for r in rows:
         nan = float("nan")
