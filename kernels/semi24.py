@@ -17,11 +17,13 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
+from stuning.kernels import semi24_hopper
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+KERNELS = ("triton", "hopper")
 GROUPS_PER_MASK_WORD = 8  # the layout of stuning.formats.Semi24Matrix
 
 
@@ -200,6 +202,14 @@ class Semi24Config:
     split_k: int = 1  # >1: K split across programs that add into an fp32 buffer
     num_warps: int = 4
     num_stages: int = 3
+    # "triton" (this file) or "hopper" (semi24_hopper.py: W rebuilt in the MMA's registers; sm_90
+    # only; where it cannot run, the Triton kernel runs the same tiles). The Hopper kernel ignores
+    # group_m.
+    kernel: str = "triton"
+
+    def __post_init__(self):
+        if self.kernel not in KERNELS:
+            raise ValueError(f"Semi24Config: unknown kernel {self.kernel!r}; use one of {KERNELS}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -249,6 +259,11 @@ def semi24_mm(
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
+    if config.kernel == "hopper" and semi24_hopper.takes(x, n):
+        semi24_hopper.launch(values, masks, x, out, bias, partial, counts, m=m, n=n, k=k, block_m=config.block_m,
+                             block_n=config.block_n, split_k=split_k, num_warps=config.num_warps,
+                             num_stages=config.num_stages)
+        return out
     grid = (tiles, split_k)
     _semi24_kernel[grid](
         values,
@@ -309,7 +324,9 @@ _MIN_WIDE_BLOCK_N = 64
 
 def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
     """Pipelined tiles in shared memory (value pairs, masks and X, once per stage) and the
-    decompressed W tile handed to the dot."""
+    decompressed W tile handed to the dot; the Hopper kernel keeps only X's stages there."""
+    if config.kernel == "hopper":
+        return config.num_stages * config.block_k * config.block_n * elem_size
     per_stage = (
         config.block_m * config.block_k // 2 * elem_size
         + config.block_m * config.block_k // 32 * 4
@@ -322,6 +339,8 @@ def why_excluded(config: Semi24Config, elem_size: int, budget: DeviceBudget) -> 
     """Why a config is outside the space whatever the problem (None: it is in): what spills, what
     the compiler rejects, what starves the warps, what does not fit in shared memory."""
     bm, bn, bk, warps = config.block_m, config.block_n, config.block_k, config.num_warps
+    if config.kernel == "hopper":
+        return semi24_hopper.why_excluded(bm, bn, bk, warps, config.num_stages, elem_size, budget)
     threads = 32 * warps
     if bm * bn // threads > 128 or (bm * bk + bm * bn) // threads > 160:
         return "the accumulator plus the rebuilt W tile exceed ~160 registers a thread (spills in sm_90a SASS)"
@@ -351,6 +370,10 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
         cfg = Semi24Config(bm, bn, bk, gm, sk, warps, stages)
         if why_excluded(cfg, elem, budget) is None:
             out.append(cfg)
+    block_ns = [bn for bn in _BLOCK_NS if min(_MIN_WIDE_BLOCK_N, n_cap) <= bn <= n_cap]
+    split_ks = _SPLIT_KS if problem.n <= 256 else (1,)
+    for bm, bn, sk, warps, stages in semi24_hopper.tiles(block_ns, split_ks, problem.k, problem.n, elem, budget):
+        out.append(Semi24Config(bm, bn, semi24_hopper.BLOCK_K, 1, sk, warps, stages, kernel="hopper"))
     return out
 
 
@@ -378,8 +401,13 @@ def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
     split_k = config.split_k
     while split_k > 1 and split_k * block_k > problem.k:
         split_k //= 2
-    out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages)
-    why = why_excluded(out, torch.tensor([], dtype=problem.dtype).element_size(), device_budget())
+    out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages,
+                       config.kernel)
+    elem = torch.tensor([], dtype=problem.dtype).element_size()
+    if out.kernel == "hopper" and (problem.n % 16 or why_excluded(out, elem, device_budget()) is not None):
+        # Where the Hopper kernel cannot take the problem, the Triton kernel runs its tiles.
+        out = Semi24Config(**{**out.as_dict(), "kernel": "triton"})
+    why = why_excluded(out, elem, device_budget())
     if why is not None:
         raise ValueError(f"2:4 config {out} is not in the kernel's config space: {why}")
     return out

@@ -25,11 +25,12 @@ class DeviceBudget:
     shared_mem_per_block: int  # bytes a program may use, opt-in maximum
     registers_per_sm: int  # 32-bit registers
     max_threads_per_sm: int
+    compute_capability: tuple = (0, 0)  # (9, 0): Hopper's warpgroup MMA, which semi24_hopper needs
 
 
 # Hopper's limits; used for the interpreter and when no GPU is visible, so a config space computed
 # offline is the one an H100 would see.
-H100_BUDGET = DeviceBudget("NVIDIA H100 (assumed)", 132, 227 * 1024, 65536, 2048)
+H100_BUDGET = DeviceBudget("NVIDIA H100 (assumed)", 132, 227 * 1024, 65536, 2048, (9, 0))
 
 
 @functools.cache
@@ -41,7 +42,7 @@ def device_budget(device_index: int | None = None) -> DeviceBudget:
     smem = getattr(props, "shared_memory_per_block_optin", 0) or 48 * 1024
     regs = getattr(props, "regs_per_multiprocessor", 65536)
     threads = getattr(props, "max_threads_per_multi_processor", 2048)
-    return DeviceBudget(props.name, props.multi_processor_count, smem, regs, threads)
+    return DeviceBudget(props.name, props.multi_processor_count, smem, regs, threads, (props.major, props.minor))
 
 
 def check_device(device: torch.device, what: str) -> None:

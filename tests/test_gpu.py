@@ -324,6 +324,36 @@ def test_semi24(device_gen, dtype, tol, n, config):
     assert_close(y, semi24_ref(dense, x), tol, f"semi24 n={n} {config}")
 
 
+# (M, K, N): ragged M and K, N tiles wider than N, split-K with uneven shares.
+HOPPER_SHAPES = ((4096, 4096, 16), (100, 200, 32), (192, 4096, 48), (11008, 640, 16))
+HOPPER_CONFIGS = [semi24_kernel.Semi24Config(bm, bn, 64, 1, split, warps, stages, kernel="hopper")
+                  for bm, bn, split, warps, stages in ((64, 16, 1, 4, 2), (128, 16, 3, 4, 3), (128, 32, 8, 8, 4),
+                                                       (64, 64, 2, 4, 3), (128, 128, 6, 4, 2))]
+
+
+@pytest.mark.parametrize("config", HOPPER_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
+def test_semi24_hopper_kernel(device_gen, dtype, tol, config):
+    from stuning.kernels import semi24_hopper
+    from stuning.kernels.split_k import split_k_workspace
+
+    if torch.cuda.get_device_capability() != (9, 0) or not semi24_hopper.available():
+        pytest.skip("the Hopper 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
+    for m, k, n in HOPPER_SHAPES:
+        dense = random_24(m, k, dtype, device_gen)
+        w = Semi24Matrix.from_dense(dense, pad=True)
+        x = randn(k, n, dtype=dtype, gen=device_gen)
+        assert semi24_hopper.takes(x, n)
+        bias = randn(m, dtype=dtype, gen=device_gen)
+        ref = semi24_ref(dense, x)
+        assert_close(stuning.semi24_mm(w, x, config=config), ref, tol, f"{m}x{k}x{n} {config}")
+        out_t = torch.empty((n, m), dtype=dtype, device=x.device)
+        y = stuning.semi24_mm(w, x, config=config, out=out_t.t(), bias=bias)
+        assert_close(y, ref + bias.double()[:, None], tol, f"{m}x{k}x{n} {config}, bias, Y^T")
+        partial, counts = split_k_workspace(x.device, m * n, 1)
+        assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
+
+
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
 def test_semi24_pruned_odd_shape(device_gen, dtype, tol):
     w_dense = randn(3000, 4094, dtype=dtype, gen=device_gen)

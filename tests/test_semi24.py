@@ -63,6 +63,44 @@ def test_repair_keeps_the_space_and_refuses_what_it_dropped():
         semi24_kernel.repair(semi24_kernel.Semi24Config(256, 64, 256, 8, 1, 4, 2), problem)
 
 
+def test_hopper_configs_only_where_that_kernel_runs():
+    from stuning.kernels import semi24_hopper
+    from stuning.kernels.target import H100_BUDGET
+
+    ampere = dataclasses.replace(H100_BUDGET, compute_capability=(8, 0))
+    decode = Semi24Problem(4096, 4096, 16, torch.float16)
+    hopper = [c for c in semi24_kernel.config_space(decode, H100_BUDGET) if c.kernel == "hopper"]
+    assert bool(hopper) == semi24_hopper.available()
+    for cfg in hopper:
+        assert cfg.block_k == semi24_hopper.BLOCK_K and (cfg.block_m, cfg.num_warps) in semi24_hopper.TILES
+        assert semi24_kernel.why_excluded(cfg, 2, H100_BUDGET) is None
+        assert semi24_kernel.why_excluded(cfg, 2, ampere) is not None
+    assert not any(c.kernel == "hopper" for c in semi24_kernel.config_space(decode, ampere))
+    # N past its measured range, or not copied in 16-byte pieces: the Triton kernel's configs only.
+    for n in (24, 128):
+        problem = Semi24Problem(4096, 4096, n, torch.float16)
+        assert not any(c.kernel == "hopper" for c in semi24_kernel.config_space(problem, H100_BUDGET))
+
+
+def test_hopper_config_elsewhere_runs_the_triton_kernel_on_its_tiles(gen, device):
+    from stuning.kernels import semi24_hopper
+
+    dense = random_24(M, K, torch.float16, gen)
+    x = randn(K, 16, dtype=torch.float16, gen=gen)
+    cfg = Semi24Config(64, 16, 64, 1, 2, 4, 2, kernel="hopper")
+    if device == "cpu":
+        assert not semi24_hopper.takes(x, 16)
+    assert_close(run(dense, x, cfg, device), semi24_ref(dense, x), TOL[torch.float16], config_id(cfg))
+    # Tuned for a neighbour at N = 16, asked for at N = 24 (not 16-byte pieces): the Triton kernel.
+    repaired = semi24_kernel.repair(cfg, Semi24Problem(M, K, 24, torch.float16))
+    assert repaired == dataclasses.replace(cfg, kernel="triton")
+
+
+def test_unknown_kernel_is_refused():
+    with pytest.raises(ValueError, match="unknown kernel 'cusparselt'"):
+        Semi24Config(kernel="cusparselt")
+
+
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sampled_configs(gen, device, dtype, tol, config):

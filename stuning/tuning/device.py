@@ -21,6 +21,7 @@ class DeviceSpec:
     regs_per_sm: int = 65536
     max_threads_per_sm: int = 2048
     max_programs_per_sm: int = 32
+    compute_capability: tuple = (0, 0)
     # One step of a gather loop: an index load, then the loads it addresses. Fitted on the H200:
     # the CSR SpMM's time at 768 x 3072, N = 16 (one wave) grew 0.43 us per step of its loop,
     # at 90% and at 95% zeros alike (BENCHMARKS.md 7g).
@@ -47,19 +48,19 @@ DEVICES: dict[str, DeviceSpec] = {
     spec.name: spec
     for spec in [
         DeviceSpec("NVIDIA H100 SXM", 132, 1.98, 67.0, {"float16": 989, "bfloat16": 989, "float32": 495},
-                   3350, 10000, 50, 228, 65536, 2048, 32),
+                   3350, 10000, 50, 228, 65536, 2048, 32, compute_capability=(9, 0)),
         DeviceSpec("NVIDIA H100 PCIe", 114, 1.755, 51.0, {"float16": 756, "bfloat16": 756, "float32": 378},
-                   2000, 7500, 50, 228, 65536, 2048, 32),
+                   2000, 7500, 50, 228, 65536, 2048, 32, compute_capability=(9, 0)),
         DeviceSpec("NVIDIA H200", 132, 1.98, 67.0, {"float16": 989, "bfloat16": 989, "float32": 495},
-                   4800, 10000, 60, 228, 65536, 2048, 32),
+                   4800, 10000, 60, 228, 65536, 2048, 32, compute_capability=(9, 0)),
         DeviceSpec("NVIDIA A100 SXM", 108, 1.41, 19.5, {"float16": 312, "bfloat16": 312, "float32": 156},
-                   2039, 5000, 40, 164, 65536, 2048, 32),
+                   2039, 5000, 40, 164, 65536, 2048, 32, compute_capability=(8, 0)),
         DeviceSpec("NVIDIA L4", 58, 2.04, 30.3, {"float16": 121, "bfloat16": 121, "float32": 60},
-                   300, 1500, 48, 100, 65536, 1536, 24),
+                   300, 1500, 48, 100, 65536, 1536, 24, compute_capability=(8, 9)),
         DeviceSpec("NVIDIA T4", 40, 1.59, 8.1, {"float16": 65, "float32": 8.1},
-                   320, 1000, 4, 64, 65536, 1024, 16),
+                   320, 1000, 4, 64, 65536, 1024, 16, compute_capability=(7, 5)),
         DeviceSpec("NVIDIA GeForce RTX 4090", 128, 2.52, 82.6, {"float16": 165, "bfloat16": 165, "float32": 82.6},
-                   1008, 5000, 72, 100, 65536, 1536, 24),
+                   1008, 5000, 72, 100, 65536, 1536, 24, compute_capability=(8, 9)),
     ]
 }
 

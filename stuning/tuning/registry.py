@@ -112,4 +112,4 @@ def family(op: str) -> KernelFamily:
 def budget_of(device: DeviceSpec) -> DeviceBudget:
     """The on-chip budgets a config space is filtered by, for a (possibly remote) target device."""
     return DeviceBudget(device.name, device.sm_count, device.smem_per_sm_kb * 1024 - 1024,
-                        device.regs_per_sm, device.max_threads_per_sm)
+                        device.regs_per_sm, device.max_threads_per_sm, device.compute_capability)

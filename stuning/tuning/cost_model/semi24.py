@@ -36,12 +36,15 @@ def terms(f: ProblemFeatures, cfg: Semi24Config, device: DeviceSpec) -> CostTerm
     # One dot per K step on the decompressed tile: dense-equivalent tensor work.
     mma_us = 2.0 * m_pad * k_pad * n_pad / (device.tensor_rate(f.dtype) * 1e-6)
     # Rebuilding the dense tile runs on CUDA cores, once per N tile: 7-8 instructions per dense
-    # element in the K loop's sm_90a SASS (scripts/sass_stats.py), the limit at small N.
-    select_us = 8.0 * m_pad * k_pad * n_tiles / (device.fp32_tflops * 1e6 / 2)
+    # element in the K loop's sm_90a SASS (scripts/sass_stats.py), the limit at small N; the Hopper
+    # kernel's byte permutes into the MMA's registers take 3.2-4.6 and no shared-memory round trip.
+    per_element = 4.5 if cfg.kernel == "hopper" else 8.0
+    select_us = per_element * m_pad * k_pad * n_tiles / (device.fp32_tflops * 1e6 / 2)
     compute_us = mma_us + select_us
 
     threads = 32 * cfg.num_warps
-    regs = 32 + (cfg.block_m * cfg.block_n + cfg.block_m * cfg.block_k) // threads  # accumulator, rebuilt tile
+    tile = cfg.block_m * cfg.block_k // (2 if cfg.kernel == "hopper" else 1)  # the Hopper tile: 32-bit words
+    regs = 32 + (cfg.block_m * cfg.block_n + tile) // threads  # accumulator, rebuilt tile
     smem = shared_memory_bytes(cfg, elt)
     launch = launch_shape(m_tiles * n_tiles * split, threads, regs, smem, device)
     # A deeper pipeline hides more latency; one stage hides none.

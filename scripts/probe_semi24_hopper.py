@@ -1,0 +1,101 @@
+"""Probe the Gluon 2:4 kernel for Hopper (``kernels/semi24_hopper.py``) against the Triton one.
+
+The Gluon kernel rebuilds W straight into the warpgroup MMA's register operand (no shared-memory
+round trip for W). For each Llama-7B decode problem (N = 16 and 128, ``PROBE_NS``) this checks
+every config of a small grid against a float64 reference, then times it (CUDA graphs, L2 flushed)
+beside cuBLAS and the library's pick (the Triton kernel as tuned in the shipped database).
+
+    python3 scripts/probe_semi24_hopper.py        # $OUT/semi24_hopper_probe.json, a table last
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import time
+
+import torch
+import triton
+from probe_harness import check_close, probe_time_us, write_results
+
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
+SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
+
+
+def configs(n: int):
+    """(block_m, block_n, split_k, num_warps, num_stages)."""
+    block_ns = (16,) if n <= 16 else (128,)
+    tiles = ((64, 4), (128, 4), (128, 8))
+    for (bm, warps), bn, split, stages in itertools.product(tiles, block_ns, (1, 2, 3, 4, 6, 8), (2, 3)):
+        yield bm, bn, split, warps, stages
+
+
+def run_hopper(w, x, bm, bn, split, warps, stages):
+    from stuning.kernels import semi24_hopper
+    from stuning.kernels.split_k import split_k_workspace
+
+    m, k, n = w.values.shape[0], x.shape[0], x.shape[1]
+    y = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    split = min(split, triton.cdiv(k, semi24_hopper.BLOCK_K))
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (y, y)
+    semi24_hopper.launch(w.values, w.masks, x, y, None, partial, counts, m=m, n=n, k=k, block_m=bm, block_n=bn,
+                         split_k=split, num_warps=warps, num_stages=stages)
+    return y
+
+
+def main() -> int:
+    import stuning
+    from stuning.ops.inputs import tuned_config
+    from stuning.tuning.features import semi24_features
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    rows, started = [], time.perf_counter()
+    for (m, k), n in ((s, n) for s in SHAPES for n in NS):
+        dense = torch.randn(m, k, generator=gen)
+        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
+        dense = (dense * keep.reshape(m, k)).half().cuda()
+        x = torch.randn(k, n, generator=gen).half().cuda()
+        ref = dense.double() @ x.double()
+        w = stuning.Semi24Matrix.from_dense(dense)
+        pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))
+        lib = functools.partial(stuning.semi24_mm, w, x, config=pick)
+        check_close(lib(), ref, "library pick")
+        row = {"m": m, "k": k, "n": n, "pick": pick.as_dict(),
+               "cublas_us": probe_time_us(functools.partial(torch.matmul, dense, x), False),
+               "pick_us": probe_time_us(lib, False), "hopper": {}}
+        for cfg in configs(n):
+            if time.perf_counter() - started > SECONDS:
+                break
+            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:]))
+            run = functools.partial(run_hopper, w, x, *cfg)
+            try:
+                check_close(run(), ref, f"{m}x{k} n={n} {label}")
+                check_close(run(), ref, f"{m}x{k} n={n} {label} (second call)")
+                row["hopper"][label] = probe_time_us(run, False)
+            except Exception as e:  # a config that fails to compile, run or check is a finding too
+                row["hopper"][label] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    write_results(rows, "semi24_hopper_probe.json")
+    print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'vs cuBLAS':>9} {'hopper':>7} {'config':>14} "
+          f"{'vs cuBLAS':>9} failed")
+    for r in rows:
+        timed = {c: t for c, t in r["hopper"].items() if isinstance(t, float)}
+        best = min(timed, key=timed.get) if timed else "-"
+        bt = timed.get(best, float("nan"))
+        print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} "
+              f"{r['cublas_us'] / r['pick_us']:>8.2f}x {bt:>7.1f} {best:>14} {r['cublas_us'] / bt:>8.2f}x "
+              f"{len(r['hopper']) - len(timed)}")
+        for c, t in r["hopper"].items():
+            if not isinstance(t, float):
+                print("   ", c, t)
+                break
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
