@@ -7,6 +7,11 @@ from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import ProblemFeatures
 
 
+def problem_id(features: ProblemFeatures) -> tuple:
+    """What tells one problem's trials from another's in a fit."""
+    return (features.op, features.dtype, repr(sorted(features.values.items())))
+
+
 def config_sort_key(config) -> str:
     """Deterministic tie-breaker between configs."""
     return repr(config)
@@ -47,7 +52,8 @@ class CostModel:
         starts from (and is pulled toward) the current fit instead of the analytic prior."""
         terms = [self.terms(f, c) for f, c, _ in samples]
         prior = self.coefficients.get(op) if incremental else None
-        coef = fit_coefficients(terms, [t for _, _, t in samples], [c for _, c, _ in samples], prior=prior)
+        coef = fit_coefficients(terms, [t for _, _, t in samples], [c for _, c, _ in samples], prior=prior,
+                                problems=[problem_id(f) for f, _, _ in samples])
         self.coefficients[op] = coef
         return coef
 
