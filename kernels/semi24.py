@@ -259,11 +259,16 @@ def semi24_mm(
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
-    if config.kernel == "hopper" and semi24_hopper.takes(x, n):
-        semi24_hopper.launch(values, masks, x, out, bias, partial, counts, m=m, n=n, k=k, block_m=config.block_m,
-                             block_n=config.block_n, split_k=split_k, num_warps=config.num_warps,
-                             num_stages=config.num_stages)
-        return out
+    if config.kernel == "hopper":
+        if semi24_hopper.takes(x, n):
+            semi24_hopper.launch(values, masks, x, out, bias, partial, counts, m=m, n=n, k=k,
+                                 block_m=config.block_m, block_n=config.block_n, split_k=split_k,
+                                 num_warps=config.num_warps, num_stages=config.num_stages)
+            return out
+        why = why_excluded(Semi24Config(**{**config.as_dict(), "kernel": "triton"}), x.element_size(), device_budget())
+        if why is not None:
+            raise ValueError(f"semi24_mm: the Hopper kernel cannot run this X here, and the Triton kernel does not "
+                             f"take the config's tiles: {why}")
     grid = (tiles, split_k)
     _semi24_kernel[grid](
         values,

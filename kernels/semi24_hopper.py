@@ -5,8 +5,8 @@ stores it to shared memory and reads it back: at decode widths that round trip k
 pipe 73-83% busy and bounds the kernel (BENCHMARKS.md 7i). Here every lane loads only the value pairs
 of the groups it feeds the warpgroup MMA and builds its 32-bit words of the tile with one byte
 permute (``prmt``, its selector looked up from two mask bits), in the layout of the MMA's register
-operand, so W never touches shared memory. Only X does: cp.async, ``STAGES`` deep, and one MMA stays
-in flight while the next tile is rebuilt.
+operand, so W never touches shared memory. Only X does: cp.async, ``STAGES`` deep. Each step waits
+for its MMA (``_semi24_hopper_kernel`` says why); other programs on the SM overlap with it.
 
 The MMA's k index and W's columns need not agree: any order works if X's rows are read in the same
 one. The order here, c = 8 lo + 4 hi + 2 a + b for the memory group hi * BLOCK_K/8 + lo, gives each
@@ -33,16 +33,12 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
 BLOCK_K = 64  # one mask word per lane and row; the decode configs of the Triton kernel use 64 too
-# prmt byte selectors, 16 bits each, by the lane's two mask bits (none, first, second, both kept):
-# the lo word (columns 0-1 of a group) and the hi word (columns 2-3); byte 4 of the pair (zero).
-# (Module constants are read in the kernel only if they are constexprs: defined under the import.)
-
 
 # (BLOCK_M, num_warps): the warps split the rows 16 each, so a warpgroup MMA covers 64 rows.
 TILES = ((64, 4), (128, 4), (128, 8))
 STAGES = (2, 3, 4)
-# On the H200 at N = 16 it ran 1.00-1.09x of the Triton kernel's tuned time on the Llama-7B shapes;
-# at N = 128 its best ran 0.84-0.93x (BENCHMARKS.md 7m), so the space stops short of that.
+# On the H200 its best config ran 0.98-1.09x as fast as the Triton kernel's tuned one on the
+# Llama-7B shapes at N = 16, and 0.82-0.96x at N = 128 (BENCHMARKS.md 7m): the space stops short.
 MAX_N = 32
 
 
@@ -86,12 +82,15 @@ def tiles(block_ns, split_ks, k: int, n: int, elem_size: int, budget: DeviceBudg
 
 
 if gluon is not None:
+    # prmt byte selectors, 16 bits each, by the lane's two mask bits (none, first, second, both
+    # kept): the lo word (columns 0-1 of a group) and the hi word (columns 2-3); byte 4 is zero.
+    # (A kernel reads module constants only as constexprs, so they are defined under the import.)
     _LO_SELECTORS = gl.constexpr(0x3210_1044_4410_4444)
     _HI_SELECTORS = gl.constexpr(0x3210_3244_4432_4444)
 
     @gluon.constexpr_function
     def _pair_layout(BLOCK_M, num_warps):
-        """Tiles of shape (BLOCK_M, 2, 4, 2): row, high bit of the group (a lane bit), its low bits
+        """Tiles of shape (BLOCK_M, 2, 8, 2): row, high bit of the group (a lane bit), its low bits
         (registers, consecutive groups in memory), half of the group (a lane bit: the lo or hi word
         this lane feeds the MMA). Row and lane bits as in the MMA operand's layout."""
         reg = [[0, 0, 1, 0], [0, 0, 2, 0], [0, 0, 4, 0], [8, 0, 0, 0]]
@@ -132,7 +131,7 @@ if gluon is not None:
         HAS_BIAS: gl.constexpr,
         num_warps: gl.constexpr,
     ):
-        BK: gl.constexpr = 64
+        BK: gl.constexpr = 64  # BLOCK_K
         G: gl.constexpr = BK // 4
         DT: gl.constexpr = x_ptr.dtype.element_ty
         L4: gl.constexpr = _pair_layout(BLOCK_M, num_warps)
