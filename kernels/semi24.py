@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 from stuning.kernels import semi24_hopper
-from stuning.kernels.split_k import split_k_workspace
+from stuning.kernels.split_k import add_split, split_k_workspace
 from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
@@ -165,20 +165,10 @@ def _semi24_kernel(
         xt_ptrs += SPLIT_K * BLOCK_K * stride_xk
 
     if SPLIT_K > 1:
-        # The splits add into a zeroed buffer; the one that finishes the tile last writes Y from it
-        # and zeroes the tile and its counter for the next launch (split_k.py).
+        # The splits add into a zeroed buffer (Y^T); the one that finishes the tile last writes Y.
         partial_ptrs = partial_ptr + offs_n[:, None].to(tl.int64) * M + offs_m[None, :]
-        p_ok = m_ok[None, :] & n_ok[:, None]
-        tl.atomic_add(partial_ptrs, acc, mask=p_ok, sem="relaxed")
-        # Every thread's adds before the one release below (the pattern of CUTLASS's semaphore).
-        tl.debug_barrier()
-        done = tl.atomic_add(count_ptr + pid, 1, sem="acq_rel")
-        if done == SPLIT_K - 1:
-            tl.debug_barrier()
-            # L2, not L1: the other splits' adds are not in this SM's L1.
-            acc = tl.load(partial_ptrs, mask=p_ok, other=0.0, cache_modifier=".cg")
-            tl.store(partial_ptrs, tl.zeros_like(acc), mask=p_ok)
-            tl.store(count_ptr + pid, 0)
+        last, acc = add_split(partial_ptrs, acc, m_ok[None, :] & n_ok[:, None], count_ptr + pid, SPLIT_K)
+        if last:
             _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, m_ok, n_ok, stride_ym, stride_yn, HAS_BIAS)
     else:
         _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, m_ok, n_ok, stride_ym, stride_yn, HAS_BIAS)

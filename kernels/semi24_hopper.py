@@ -22,6 +22,7 @@ import itertools
 
 import torch
 import triton
+from stuning.kernels.split_k import add_split
 from stuning.kernels.target import DeviceBudget, interpreting
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
@@ -212,16 +213,10 @@ if gluon is not None:
         ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
         if SPLIT_K > 1:
             # As the Triton kernel: the splits add into a zeroed buffer laid out as Y^T; the one that
-            # finishes the tile last writes Y and zeroes the tile and its counter (split_k.py).
+            # finishes the tile last writes Y.
             partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
-            gl.atomic_add(partial_ptrs, acc, mask=ok, sem="relaxed")
-            gl.thread_barrier()
-            done = gl.atomic_add(count_ptr + pid, 1, sem="acq_rel")
-            if done == SPLIT_K - 1:
-                gl.thread_barrier()
-                acc = gl.load(partial_ptrs, mask=ok, other=0.0, cache_modifier=".cg")
-                gl.store(partial_ptrs, gl.zeros_like(acc), mask=ok)
-                gl.store(count_ptr + pid, 0)
+            last, acc = add_split(partial_ptrs, acc, ok, count_ptr + pid, SPLIT_K)
+            if last:
                 _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
         else:
             _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
+import triton.language as tl
 
 
 @dataclass
@@ -47,3 +48,22 @@ def split_k_workspace(device: torch.device, elements: int, tiles: int) -> tuple[
     workspace = held[-1]
     workspace.captured |= device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     return workspace.buffer, workspace.counters
+
+
+@triton.jit
+def add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K: tl.constexpr):
+    """Add one split's fp32 tile into the workspace. Returns whether this split finished the tile
+    and, if so, the tile's sum; that split also zeroes the tile and its counter for the next launch.
+    (Written for both the Triton and the Gluon 2:4 kernels: it makes no tensor of its own layout.)"""
+    tl.atomic_add(partial_ptrs, acc, mask=ok, sem="relaxed")
+    # Every thread's adds before the one release below (the pattern of CUTLASS's semaphore).
+    tl.debug_barrier()
+    last = tl.atomic_add(count_ptr, 1, sem="acq_rel") == SPLIT_K - 1
+    if last:
+        tl.debug_barrier()
+        # L2, not L1: the other splits' adds are not in this SM's L1.
+        acc = tl.load(partial_ptrs, mask=ok, other=0.0, cache_modifier=".cg")
+        # Zeros in acc's layout (tl.zeros_like needs one named in Gluon); exact even where acc is NaN.
+        tl.store(partial_ptrs, (acc.to(tl.int32, bitcast=True) & 0).to(tl.float32, bitcast=True), mask=ok)
+        tl.store(count_ptr, 0)
+    return last, acc
