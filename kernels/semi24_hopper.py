@@ -43,9 +43,14 @@ STAGES = (2, 3, 4)
 MAX_N = 32
 
 
+# Gluon is experimental and its API moves between releases (after 3.6, cp.async's and the thread
+# barrier's builtins were renamed): the kernel is offered only on the Triton it was checked on.
+GLUON_TRITON = ("3.6.",)
+
+
 def available() -> bool:
-    """Whether this Triton has Gluon's Hopper API (it does from 3.6)."""
-    return gluon is not None
+    """Whether this Triton runs the kernel: a release with Gluon's Hopper API as used here."""
+    return gluon is not None and triton.__version__.startswith(GLUON_TRITON)
 
 
 def takes(x: torch.Tensor, n: int) -> bool:
@@ -60,7 +65,7 @@ def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_s
                  budget: DeviceBudget) -> str | None:
     """Why a config of this kernel is outside its space (None: it is in)."""
     if budget.compute_capability != (9, 0) or not available():
-        return "the Hopper kernel needs an sm_90 GPU and Triton's Gluon (3.6 or later)"
+        return f"the Hopper kernel needs an sm_90 GPU and Triton {' or '.join(GLUON_TRITON)}x (its Gluon API)"
     if block_k != BLOCK_K:
         return f"the Hopper kernel steps K by {BLOCK_K}"
     if (block_m, num_warps) not in TILES or num_stages not in STAGES:

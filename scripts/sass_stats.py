@@ -10,6 +10,7 @@ what it predicted and what the GPU then measured.
     python3 scripts/sass_stats.py                       # the 2:4 kernel's configs of interest, fp16
     python3 scripts/sass_stats.py --dtype bf16 --ragged-k --configs 32x16x128:4:4:3
     python3 scripts/sass_stats.py --kernel spmm         # CSR SpMM; --kernel spmm-sell: sliced ELL
+    python3 scripts/sass_stats.py --kernel semi24-hopper  # the Gluon 2:4 kernel (BMxBN:SPLIT_K:WARPS:STAGES)
     python3 scripts/sass_stats.py --json                # one JSON object per config
 
 Run it with the Triton version the GPU has (3.6 there): code generation differs between versions.
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 os.environ["TRITON_INTERPRET"] = "0"  # the interpreter would replace the JIT function
 
 import triton  # noqa: E402
-from stuning.kernels import semi24, spmm, spmm_sell  # noqa: E402
+from stuning.kernels import semi24, semi24_hopper, spmm, spmm_sell  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
@@ -48,12 +49,19 @@ class KernelSpec:
     pointer_types: dict  # pointer arguments that are not of the value dtype
     unit: str  # what one unit of work is, for the per-unit column
     units_per_thread: Callable  # (parsed config, loop opcode counts) -> units per thread and iteration
+    gluon: bool = False  # a Gluon kernel: compiled from a GluonASTSource, num_warps among its constexprs
 
 
 def _semi24_config(text: str):
     tiles, split_k, warps, stages = text.split(":")
     bm, bn, bk = (int(v) for v in tiles.split("x"))
     return semi24.Semi24Config(bm, bn, bk, 8, int(split_k), int(warps), int(stages))
+
+
+def _hopper_config(text: str):
+    tiles, split_k, warps, stages = text.split(":")
+    bm, bn = (int(v) for v in tiles.split("x"))
+    return semi24.Semi24Config(bm, bn, semi24_hopper.BLOCK_K, 1, int(split_k), int(warps), int(stages), kernel="hopper")
 
 
 def _spmm_config(kernel: str):
@@ -80,6 +88,13 @@ KERNELS = {
                            "stride_xn": 1, "stride_yn": 1},
         {"mask_ptr": "*i32", "partial_ptr": "*fp32", "count_ptr": "*i32"}, "W element",
         lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps)), _semi24_config),
+    # BMxBN:SPLIT_K:WARPS:STAGES (K steps of 64)
+    "semi24-hopper": (KernelSpec(
+        getattr(semi24_hopper, "_semi24_hopper_kernel", None), "64x16:4:4:3,128x16:4:4:3,64x32:8:4:2,128x32:3:8:3",
+        lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "SPLIT_K": c.split_k, "STAGES": c.num_stages,
+                           "EVEN_K": not ragged, "HAS_BIAS": False, "num_warps": c.num_warps, "stride_yn": 1},
+        {"mask_ptr": "*i32", "partial_ptr": "*fp32", "count_ptr": "*i32"}, "W element",
+        lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps), gluon=True), _hopper_config),
     # ROWSxSTEPxBN:VEC:WARPS:STAGES, and :p for the CSR kernel's prefetch
     "spmm": (KernelSpec(
         spmm._spmm_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,4x16x32:8:4:2,8x16x64:8:4:2,4x16x128:8:4:2",
@@ -113,8 +128,13 @@ def compile_config(spec: KernelSpec, cfg, dtype: str, ragged_k: bool):
     plain = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in signature
              if signature[a] != "constexpr" and a not in plain}
-    src = ASTSource(fn=fn, signature=signature, attrs=attrs,
-                    constexprs={(fn.arg_names.index(k),): v for k, v in constants.items()})
+    constexprs = {(fn.arg_names.index(k),): v for k, v in constants.items()}
+    if spec.gluon:
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        src = GluonASTSource(fn, signature, constexprs, attrs)
+    else:
+        src = ASTSource(fn=fn, signature=signature, attrs=attrs, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
