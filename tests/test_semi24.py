@@ -187,6 +187,23 @@ def test_split_k_leaves_its_workspace_zero(gen, device):
         assert not partial.any() and not counts.any()
 
 
+def test_split_k_zeroes_its_workspace_after_inf_and_nan(gen, device):
+    # A non-finite sum must not stay in the workspace: the next launch would add into it.
+    from stuning.kernels.split_k import split_k_workspace
+
+    config = dataclasses.replace(BASE, split_k=4)
+    dense = random_24(M, K, torch.float16, gen)
+    w = Semi24Matrix.from_dense(dense.to(device))
+    x = randn(K, N, dtype=torch.float16, gen=gen)
+    x[3, 0], x[7, 1] = float("inf"), float("nan")
+    y = stuning.semi24_mm(w, x.to(device), config=config)
+    assert not torch.isfinite(y[:, :2]).all()
+    partial, counts = split_k_workspace(y.device, M * N, 1)
+    assert not partial.any() and not counts.any()
+    x2 = randn(K, N, dtype=torch.float16, gen=gen)
+    assert_close(stuning.semi24_mm(w, x2.to(device), config=config), semi24_ref(dense, x2), TOL[torch.float16])
+
+
 def test_split_k_workspace_grows_and_frees_what_it_replaces(device):
     from stuning.kernels import split_k
 
