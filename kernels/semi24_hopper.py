@@ -64,7 +64,7 @@ def takes(x: torch.Tensor, n: int) -> bool:
 def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, elem_size: int,
                  budget: DeviceBudget) -> str | None:
     """Why a config of this kernel is outside its space (None: it is in)."""
-    if budget.compute_capability != (9, 0) or not available():
+    if tuple(budget.compute_capability) != (9, 0) or not available():
         return f"the Hopper kernel needs an sm_90 GPU and Triton {' or '.join(GLUON_TRITON)}x (its Gluon API)"
     if block_k != BLOCK_K:
         return f"the Hopper kernel steps K by {BLOCK_K}"
