@@ -57,6 +57,16 @@ def test_measured_tune_reports_and_stores_the_dense_baseline(db_dir, capsys, fak
     assert "vs dense" in shown and "2.00x" in shown and "0.40x" in shown
 
 
+def test_sddmm_grid_takes_attention_masks(db_dir, capsys):
+    # The suite's attention SDDMM problems (their keys, as the bench looks them up), tuned by name.
+    from stuning.suite import SDDMMCase
+
+    out = _json(capsys, ["tune", "--strategy", "model", "--device", "h100", "--op", "sddmm", "--shape", "64x64",
+                         "--n", "16", "--sparsity", "0.9", "--mask", "wgrad,attention", "--json"])
+    names = [r["problem"] for r in out["results"]]
+    assert names == [SDDMMCase(64, 64, 16, 0.9, "fp16", f).name for f in ("wgrad", "attention")]
+
+
 @pytest.mark.parametrize(
     "argv,code,needle",
     [
@@ -64,6 +74,9 @@ def test_measured_tune_reports_and_stores_the_dense_baseline(db_dir, capsys, fak
         (["tune", "--strategy", "model", "--op", "spgemm"], 2, "unknown op"),
         (["tune", "--strategy", "model", "--dtype", "fp8"], 2, "unknown dtype"),
         (["tune", "--strategy", "model", "--sparsity", "100"], 2, "not a fraction"),
+        (["tune", "--strategy", "model", "--op", "sddmm", "--mask", "causal"], 2, "unknown SDDMM mask"),
+        (["tune", "--strategy", "model", "--op", "sddmm", "--shape", "64x32", "--mask", "attention"], 2,
+         "attention mask is L x L"),
         (["tune", "--shape", "64x64"], 3, "needs a CUDA GPU"),
         (["db", "merge", "/nonexistent/a.json", "--out", "/tmp/x.json"], 2, "no such database file"),
         (["calibrate"], 3, "no CUDA device"),

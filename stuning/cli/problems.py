@@ -10,6 +10,7 @@ from stuning.suite import PRESETS, SDDMMCase, Semi24Case, SpMMCase, preset
 
 OPS = ("spmm", "sddmm", "semi24")
 DTYPES = ("fp32", "fp16", "bf16")
+MASKS = ("wgrad", "attention")  # SDDMMCase.family
 
 
 def add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -20,6 +21,9 @@ def add_problem_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sparsity", default="0.9", help="fractions of zeros, e.g. 0.9,0.95 (not for semi24)")
     g.add_argument("--dtype", default="fp16", help=f"dtypes: {', '.join(DTYPES)}")
     g.add_argument("--skew", default="0", help="coefficient of variation of row lengths, e.g. 0,0.4")
+    g.add_argument("--mask", default="wgrad",
+                   help="SDDMM masks: wgrad (uniform random, a weight's shape) or attention (an L x L "
+                        "attention pattern, as the suite's); both may be listed")
     g.add_argument("--suite", default=None, choices=sorted(PRESETS),
                    help="use a preset of the standard suite instead of the grid options")
 
@@ -77,6 +81,10 @@ def cases_from_args(args) -> list:
         if d not in DTYPES:
             raise CLIError(f"unknown dtype {d!r}; choose from {', '.join(DTYPES)}")
     skews = split_list(args.skew, "skew", float)
+    masks = split_list(getattr(args, "mask", "wgrad"), "mask", str)
+    for mask in masks:
+        if mask not in MASKS:
+            raise CLIError(f"unknown SDDMM mask {mask!r}; choose from {', '.join(MASKS)}")
     cases = []
     for op in ops:
         for (m, k), n, d in itertools.product(shapes, ns, dtypes):
@@ -89,7 +97,9 @@ def cases_from_args(args) -> list:
             elif op == "spmm":
                 cases += [SpMMCase(m, k, n, s, cv, d) for s in sparsities for cv in skews]
             else:
-                cases += [SDDMMCase(m, k, n, s, d) for s in sparsities]
+                if "attention" in masks and m != k:
+                    raise CLIError(f"an attention mask is L x L, got shape {m}x{k}")
+                cases += [SDDMMCase(m, k, n, s, d, mask) for s in sparsities for mask in masks]
     if not cases:
         raise CLIError("no problem matches those options (2:4 takes fp16 or bf16 only)")
     return cases
