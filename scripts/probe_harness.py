@@ -75,6 +75,49 @@ def spmm_problems(m: int, k: int, ns, sparsities, device: str, *, seconds: float
         yield SpMMProbeProblem(n, sparsity, w, x, ref, a, pick)
 
 
+@dataclass
+class Semi24ProbeProblem:
+    m: int
+    k: int
+    n: int
+    dense: torch.Tensor  # fp16 W with two of every four kept
+    x: torch.Tensor
+    ref: torch.Tensor  # W @ X in float64
+    w: object  # W as stuning's Semi24Matrix
+    pick: object  # the config stuning.semi24_mm(w, x) runs: the database's, else the cost model's
+
+
+def semi24_problems(shapes, ns, device: str):
+    """One ``Semi24ProbeProblem`` per ((M, K), N), inputs from one generator seeded 0 (the same
+    inputs run after run)."""
+    import functools
+
+    import stuning
+    from stuning.ops.inputs import tuned_config
+    from stuning.tuning.features import semi24_features
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    for (m, k), n in itertools.product(shapes, ns):
+        dense = torch.randn(m, k, generator=gen)
+        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
+        dense = (dense * keep.reshape(m, k)).half().to(device)
+        x = torch.randn(k, n, generator=gen).half().to(device)
+        w = stuning.Semi24Matrix.from_dense(dense)
+        pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))
+        yield Semi24ProbeProblem(m, k, n, dense, x, dense.double() @ x.double(), w, pick)
+
+
+def checked_time_us(run, ref: torch.Tensor, what: str, *, checks: int = 1) -> float | str:
+    """``run``'s time after ``checks`` calls matched ``ref``; or, for a config that fails to
+    compile, run or check (a finding too), the error in one line."""
+    try:
+        for i in range(checks):
+            check_close(run(), ref, what if i == 0 else f"{what} (call {i + 1})")
+        return probe_time_us(run, False)
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"
+
+
 def write_results(rows: list, file_name: str) -> None:
     """``rows`` as JSON to ``$OUT/file_name`` when $OUT is set (the device tool returns that folder)."""
     out = os.environ.get("OUT")

@@ -17,8 +17,7 @@ import os
 import time
 
 import torch
-import triton
-from probe_harness import check_close, probe_time_us, write_results
+from probe_harness import check_close, checked_time_us, probe_time_us, semi24_problems, write_results
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
@@ -35,49 +34,31 @@ def configs(n: int):
 
 def run_hopper(w, x, bm, bn, split, warps, stages):
     from stuning.kernels import semi24_hopper
-    from stuning.kernels.split_k import split_k_workspace
+    from stuning.kernels.semi24 import Semi24Config
 
-    m, k, n = w.values.shape[0], x.shape[0], x.shape[1]
-    y = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    split = min(split, triton.cdiv(k, semi24_hopper.BLOCK_K))
-    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
-    partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (y, y)
-    semi24_hopper.launch(w.values, w.masks, x, y, None, partial, counts, m=m, n=n, k=k, block_m=bm, block_n=bn,
-                         split_k=split, num_warps=warps, num_stages=stages)
-    return y
+    import stuning
+
+    assert semi24_hopper.takes(x, x.shape[1]), "the Hopper kernel would not run here"
+    config = Semi24Config(bm, bn, semi24_hopper.BLOCK_K, 1, split, warps, stages, kernel="hopper")
+    return stuning.semi24_mm(w, x, config=config)
 
 
 def main() -> int:
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.tuning.features import semi24_features
 
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows, started = [], time.perf_counter()
-    for (m, k), n in ((s, n) for s in SHAPES for n in NS):
-        dense = torch.randn(m, k, generator=gen)
-        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
-        dense = (dense * keep.reshape(m, k)).half().cuda()
-        x = torch.randn(k, n, generator=gen).half().cuda()
-        ref = dense.double() @ x.double()
-        w = stuning.Semi24Matrix.from_dense(dense)
-        pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))
-        lib = functools.partial(stuning.semi24_mm, w, x, config=pick)
-        check_close(lib(), ref, "library pick")
-        row = {"m": m, "k": k, "n": n, "pick": pick.as_dict(),
-               "cublas_us": probe_time_us(functools.partial(torch.matmul, dense, x), False),
+    for p in semi24_problems(SHAPES, NS, "cuda"):
+        lib = functools.partial(stuning.semi24_mm, p.w, p.x, config=p.pick)
+        check_close(lib(), p.ref, "library pick")
+        row = {"m": p.m, "k": p.k, "n": p.n, "pick": p.pick.as_dict(),
+               "cublas_us": probe_time_us(functools.partial(torch.matmul, p.dense, p.x), False),
                "pick_us": probe_time_us(lib, False), "hopper": {}}
-        for cfg in configs(n):
+        for cfg in configs(p.n):
             if time.perf_counter() - started > SECONDS:
                 break
             label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:]))
-            run = functools.partial(run_hopper, w, x, *cfg)
-            try:
-                check_close(run(), ref, f"{m}x{k} n={n} {label}")
-                check_close(run(), ref, f"{m}x{k} n={n} {label} (second call)")
-                row["hopper"][label] = probe_time_us(run, False)
-            except Exception as e:  # a config that fails to compile, run or check is a finding too
-                row["hopper"][label] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"
+            row["hopper"][label] = checked_time_us(functools.partial(run_hopper, p.w, p.x, *cfg), p.ref,
+                                                   f"{p.m}x{p.k} n={p.n} {label}", checks=2)
         rows.append(row)
         print(json.dumps(row), flush=True)
     write_results(rows, "semi24_hopper_probe.json")

@@ -19,7 +19,7 @@ import json
 import os
 
 import torch
-from probe_harness import check_close, probe_time_us, write_results
+from probe_harness import check_close, probe_time_us, semi24_problems, write_results
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 SHAPES = [(64, 256)] if SMOKE else [(4096, 4096), (11008, 4096), (4096, 11008)]
@@ -33,26 +33,15 @@ def timer(fn) -> float:
 
 def main() -> int:
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.tuning.features import semi24_features
 
-    device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows = []
-    for (m, k), n in ((s, n) for s in SHAPES for n in NS):
-        dense = torch.randn(m, k, generator=gen)
-        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2  # two of every four kept
-        dense = (dense * keep.reshape(m, k)).half().to(device)
-        x = torch.randn(k, n, generator=gen).half().to(device)
-        ref = dense.double() @ x.double()
-        w = stuning.Semi24Matrix.from_dense(dense)
-        pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))
-        row = {"m": m, "k": k, "n": n, "pick": pick.as_dict(),
-               "cublas_us": timer(functools.partial(torch.matmul, dense, x))}
+    for p in semi24_problems(SHAPES, NS, "cpu" if SMOKE else "cuda"):
+        row = {"m": p.m, "k": p.k, "n": p.n, "pick": p.pick.as_dict(),
+               "cublas_us": timer(functools.partial(torch.matmul, p.dense, p.x))}
         for split in SPLITS:
-            cfg = dataclasses.replace(pick, split_k=split)
-            run = functools.partial(stuning.semi24_mm, w, x, config=cfg)
-            check_close(run(), ref, f"{m}x{k} n={n} split {split}")
+            cfg = dataclasses.replace(p.pick, split_k=split)
+            run = functools.partial(stuning.semi24_mm, p.w, p.x, config=cfg)
+            check_close(run(), p.ref, f"{p.m}x{p.k} n={p.n} split {split}")
             row[f"split{split}_us"] = timer(run)
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -22,7 +22,7 @@ import time
 
 import torch
 import triton
-from probe_harness import check_close, probe_time_us, write_results
+from probe_harness import check_close, checked_time_us, probe_time_us, semi24_problems, write_results
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
@@ -165,34 +165,20 @@ CONFIGS = [c for c in itertools.product((64, 128), (128,), (64, 128), (1, 2, 3, 
 
 def main() -> int:
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.tuning.features import semi24_features
 
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows, started = [], time.perf_counter()
-    for (m, k), n in ((s, n) for s in SHAPES for n in NS):
-        dense = torch.randn(m, k, generator=gen)
-        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
-        dense = (dense * keep.reshape(m, k)).half().cuda()
-        x = torch.randn(k, n, generator=gen).half().cuda()
-        ref = dense.double() @ x.double()
-        w = stuning.Semi24Matrix.from_dense(dense)
-        pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))
-        lib = functools.partial(stuning.semi24_mm, w, x, config=pick)
-        check_close(lib(), ref, "library pick")
-        row = {"m": m, "k": k, "n": n, "pick": pick.as_dict(),
-               "cublas_us": probe_time_us(functools.partial(torch.matmul, dense, x), False),
+    for p in semi24_problems(SHAPES, NS, "cuda"):
+        lib = functools.partial(stuning.semi24_mm, p.w, p.x, config=p.pick)
+        check_close(lib(), p.ref, "library pick")
+        row = {"m": p.m, "k": p.k, "n": p.n, "pick": p.pick.as_dict(),
+               "cublas_us": probe_time_us(functools.partial(torch.matmul, p.dense, p.x), False),
                "pick_us": probe_time_us(lib, False), "gluon": {}}
         for cfg in CONFIGS:
             if time.perf_counter() - started > SECONDS:
                 break
             label = "x".join(map(str, cfg[:3])) + ":" + ":".join(map(str, cfg[3:]))
-            run = functools.partial(semi24_wgmma, w, x, *cfg)
-            try:
-                check_close(run(), ref, f"{m}x{k} n={n} {label}")
-                row["gluon"][label] = probe_time_us(run, False)
-            except Exception as e:  # a config that fails to compile or run is a finding too
-                row["gluon"][label] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"
+            row["gluon"][label] = checked_time_us(functools.partial(semi24_wgmma, p.w, p.x, *cfg), p.ref,
+                                                  f"{p.m}x{p.k} n={p.n} {label}")
         rows.append(row)
         print(json.dumps(row), flush=True)
     write_results(rows, "semi24_wgmma_probe.json")
