@@ -107,6 +107,19 @@ def semi24_problems(shapes, ns, device: str):
         yield Semi24ProbeProblem(m, k, n, dense, x, dense.double() @ x.double(), w, pick)
 
 
+def semi24_baseline_row(p: Semi24ProbeProblem) -> dict:
+    """A result row's start: the problem, cuBLAS's time and the library pick's (checked first)."""
+    import functools
+
+    import stuning
+
+    lib = functools.partial(stuning.semi24_mm, p.w, p.x, config=p.pick)
+    check_close(lib(), p.ref, "library pick")
+    return {"m": p.m, "k": p.k, "n": p.n, "pick": p.pick.as_dict(),
+            "cublas_us": probe_time_us(functools.partial(torch.matmul, p.dense, p.x), False),
+            "pick_us": probe_time_us(lib, False)}
+
+
 def checked_time_us(run, ref: torch.Tensor, what: str, *, checks: int = 1) -> float | str:
     """``run``'s time after ``checks`` calls matched ``ref``; or, for a config that fails to
     compile, run or check (a finding too), the error in one line."""

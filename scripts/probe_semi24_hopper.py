@@ -16,8 +16,7 @@ import json
 import os
 import time
 
-import torch
-from probe_harness import check_close, checked_time_us, probe_time_us, semi24_problems, write_results
+from probe_harness import checked_time_us, semi24_baseline_row, semi24_problems, write_results
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
@@ -44,15 +43,9 @@ def run_hopper(w, x, bm, bn, split, warps, stages):
 
 
 def main() -> int:
-    import stuning
-
     rows, started = [], time.perf_counter()
     for p in semi24_problems(SHAPES, NS, "cuda"):
-        lib = functools.partial(stuning.semi24_mm, p.w, p.x, config=p.pick)
-        check_close(lib(), p.ref, "library pick")
-        row = {"m": p.m, "k": p.k, "n": p.n, "pick": p.pick.as_dict(),
-               "cublas_us": probe_time_us(functools.partial(torch.matmul, p.dense, p.x), False),
-               "pick_us": probe_time_us(lib, False), "hopper": {}}
+        row = {**semi24_baseline_row(p), "hopper": {}}
         for cfg in configs(p.n):
             if time.perf_counter() - started > SECONDS:
                 break

@@ -22,7 +22,7 @@ import time
 
 import torch
 import triton
-from probe_harness import check_close, checked_time_us, probe_time_us, semi24_problems, write_results
+from probe_harness import checked_time_us, semi24_baseline_row, semi24_problems, write_results
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
@@ -164,15 +164,9 @@ CONFIGS = [c for c in itertools.product((64, 128), (128,), (64, 128), (1, 2, 3, 
 
 
 def main() -> int:
-    import stuning
-
     rows, started = [], time.perf_counter()
     for p in semi24_problems(SHAPES, NS, "cuda"):
-        lib = functools.partial(stuning.semi24_mm, p.w, p.x, config=p.pick)
-        check_close(lib(), p.ref, "library pick")
-        row = {"m": p.m, "k": p.k, "n": p.n, "pick": p.pick.as_dict(),
-               "cublas_us": probe_time_us(functools.partial(torch.matmul, p.dense, p.x), False),
-               "pick_us": probe_time_us(lib, False), "gluon": {}}
+        row = {**semi24_baseline_row(p), "gluon": {}}
         for cfg in CONFIGS:
             if time.perf_counter() - started > SECONDS:
                 break
