@@ -133,7 +133,6 @@ if gluon is not None:
         BLOCK_N: gl.constexpr,
         SPLIT_K: gl.constexpr,
         STAGES: gl.constexpr,
-        W_AHEAD: gl.constexpr,
         EVEN_K: gl.constexpr,
         HAS_BIAS: gl.constexpr,
         num_warps: gl.constexpr,
@@ -192,30 +191,13 @@ if gluon is not None:
             _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
                     row, BK, EVEN_K)
 
-        # W's pairs and mask words load W_AHEAD steps ahead, into registers (a step is 8 registers a
-        # thread at most): at decode widths the MMA is short and the load's latency is what a step
-        # waits on. Steps past the last reload the last (no mask, nothing read past the end).
         pairs, mwords = _load_w(pair_ptrs, mask_ptrs, 0, SPLIT_K, pid_k, g4, word3, n_groups, G, EVEN_K)
-        if W_AHEAD >= 2:
-            pairs1, mwords1 = _load_w(pair_ptrs, mask_ptrs, gl.minimum(1, steps - 1), SPLIT_K, pid_k, g4, word3,
-                                      n_groups, G, EVEN_K)
-        if W_AHEAD >= 3:
-            pairs2, mwords2 = _load_w(pair_ptrs, mask_ptrs, gl.minimum(2, steps - 1), SPLIT_K, pid_k, g4, word3,
-                                      n_groups, G, EVEN_K)
         acc = gl.zeros((BLOCK_M, BLOCK_N), dtype=gl.float32, layout=acc_layout)
         for i in range(steps):
             w = _rebuild(pairs, mwords, shift, selectors, BLOCK_M, BK, DT, a_layout)
-            next_pairs, next_mwords = _load_w(pair_ptrs, mask_ptrs, gl.minimum(i + W_AHEAD, steps - 1), SPLIT_K,
-                                              pid_k, g4, word3, n_groups, G, EVEN_K)
-            if W_AHEAD == 1:
-                pairs, mwords = next_pairs, next_mwords
-            elif W_AHEAD == 2:
-                pairs, mwords = pairs1, mwords1
-                pairs1, mwords1 = next_pairs, next_mwords
-            else:
-                pairs, mwords = pairs1, mwords1
-                pairs1, mwords1 = pairs2, mwords2
-                pairs2, mwords2 = next_pairs, next_mwords
+            # The next step's W (the last step reloads its own: no mask, nothing read past the end).
+            pairs, mwords = _load_w(pair_ptrs, mask_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, g4,
+                                    word3, n_groups, G, EVEN_K)
             async_copy.wait_group(STAGES - 2)
             fence_async_shared()
             gl.thread_barrier()
@@ -290,14 +272,12 @@ if gluon is not None:
 
 
 def launch(values, masks, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
-           split_k: int, num_warps: int, num_stages: int, w_ahead: int | None = None) -> None:
-    """Launch the kernel; ``semi24.semi24_mm`` validates the arguments and allocates. W loads
-    ``w_ahead`` steps ahead (1-3; default num_stages - 1, as deep as X)."""
+           split_k: int, num_warps: int, num_stages: int) -> None:
+    """Launch the kernel; ``semi24.semi24_mm`` validates the arguments and allocates."""
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     _semi24_hopper_kernel[(tiles, split_k)](
         values, masks, x, out, values if bias is None else bias, partial, counts,
         m, n, k, values.stride(0), masks.stride(0), x.stride(0), out.stride(0), out.stride(1),
-        BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages,
-        W_AHEAD=num_stages - 1 if w_ahead is None else w_ahead, EVEN_K=k % BLOCK_K == 0,
+        BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages, EVEN_K=k % BLOCK_K == 0,
         HAS_BIAS=bias is not None, num_warps=num_warps,
     )

@@ -20,23 +20,18 @@ from probe_harness import checked_time_us, semi24_baseline_row, semi24_problems,
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
-# How many steps ahead W loads (the kernel's W_AHEAD); "stages" leaves the launcher's default.
-AHEADS = os.environ.get("PROBE_AHEAD", "stages").split(",")
-SPLITS = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,3,4,6,8").split(",")]
-STAGES = [int(v) for v in os.environ.get("PROBE_STAGES", "2,3").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 
 
 def configs(n: int):
-    """(block_m, block_n, split_k, num_warps, num_stages, W's steps ahead)."""
+    """(block_m, block_n, split_k, num_warps, num_stages)."""
     block_ns = (16,) if n <= 16 else (128,)
     tiles = ((64, 4), (128, 4), (128, 8))
-    for (bm, warps), bn, split, stages, ahead in itertools.product(tiles, block_ns, SPLITS, STAGES, AHEADS):
-        if ahead == "stages" or int(ahead) != stages - 1:
-            yield bm, bn, split, warps, stages, ahead
+    for (bm, warps), bn, split, stages in itertools.product(tiles, block_ns, (1, 2, 3, 4, 6, 8), (2, 3)):
+        yield bm, bn, split, warps, stages
 
 
-def run_hopper(w, x, bm, bn, split, warps, stages, ahead):
+def run_hopper(w, x, bm, bn, split, warps, stages):
     from stuning.kernels import semi24_hopper
     from stuning.kernels.semi24 import Semi24Config
 
@@ -44,13 +39,7 @@ def run_hopper(w, x, bm, bn, split, warps, stages, ahead):
 
     assert semi24_hopper.takes(x, x.shape[1]), "the Hopper kernel would not run here"
     config = Semi24Config(bm, bn, semi24_hopper.BLOCK_K, 1, split, warps, stages, kernel="hopper")
-    launch = semi24_hopper.launch
-    if ahead != "stages":
-        semi24_hopper.launch = functools.partial(launch, w_ahead=int(ahead))
-    try:
-        return stuning.semi24_mm(w, x, config=config)
-    finally:
-        semi24_hopper.launch = launch
+    return stuning.semi24_mm(w, x, config=config)
 
 
 def main() -> int:
@@ -60,7 +49,7 @@ def main() -> int:
         for cfg in configs(p.n):
             if time.perf_counter() - started > SECONDS:
                 break
-            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:5])) + ("" if cfg[5] == "stages" else f":a{cfg[5]}")
+            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:]))
             row["hopper"][label] = checked_time_us(functools.partial(run_hopper, p.w, p.x, *cfg), p.ref,
                                                    f"{p.m}x{p.k} n={p.n} {label}", checks=2)
         rows.append(row)

@@ -92,8 +92,7 @@ KERNELS = {
     "semi24-hopper": (KernelSpec(
         getattr(semi24_hopper, "_semi24_hopper_kernel", None), "64x16:4:4:3,128x16:4:4:3,64x32:8:4:2,128x32:3:8:3",
         lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "SPLIT_K": c.split_k, "STAGES": c.num_stages,
-                           "W_AHEAD": c.num_stages - 1, "EVEN_K": not ragged, "HAS_BIAS": False,
-                           "num_warps": c.num_warps, "stride_yn": 1},
+                           "EVEN_K": not ragged, "HAS_BIAS": False, "num_warps": c.num_warps, "stride_yn": 1},
         {"mask_ptr": "*i32", "partial_ptr": "*fp32", "count_ptr": "*i32"}, "W element",
         lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps), gluon=True), _hopper_config),
     # ROWSxSTEPxBN:VEC:WARPS:STAGES, and :p for the CSR kernel's prefetch
