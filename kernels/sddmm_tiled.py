@@ -212,6 +212,19 @@ def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr
         tl.store(out_ptr + dest, result.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+def _precision(dtype: torch.dtype, upcast: bool, device: torch.device) -> str:
+    """The tensor-core precision of the tile products. fp16/bf16 use their own. fp32 inputs use
+    three TF32 products (``tf32x3``: each operand split into a TF32 high part and the rest), which
+    stays within fp32's tolerance where one TF32 product would not (~1e-6 against ~1e-3 relative),
+    on tensor cores: Triton's exact ``ieee`` dot runs on CUDA cores at a tenth of their FMA peak
+    (BENCHMARKS.md 7d). GPUs before sm_80 have no TF32, and the interpreter computes in fp32 anyway."""
+    if dtype != torch.float32 and not upcast:
+        return "tf32"  # ignored for 16-bit inputs
+    if upcast or device.type != "cuda" or device_budget(device.index).compute_capability < (8, 0):
+        return "ieee"
+    return "tf32x3"
+
+
 def sddmm_tiled(
     tiles,
     mask_values: torch.Tensor,
@@ -273,8 +286,7 @@ def sddmm_tiled(
         EVEN_N=n % tiles.block_n == 0,
         HAS_BETA=beta != 0,
         UPCAST=upcast,
-        # fp32 inputs: exact fp32 products (tf32 would miss the fp32 tolerance); fp16/bf16: tensor cores.
-        PRECISION="ieee" if upcast or a.dtype == torch.float32 else "tf32",
+        PRECISION=_precision(a.dtype, upcast, a.device),
         # The interpreter's bf16 arithmetic is wrong: bf16 stages in fp32 there, as fp32 inputs do.
         STAGE_IN_OUTPUT_DTYPE=a.dtype == torch.float16 or (a.dtype == torch.bfloat16 and not upcast),
         num_warps=num_warps,
@@ -322,6 +334,12 @@ def _runs_pay(m: int, n: int, k: int, bm: int, bn: int, bk: int, run: int, budge
     return bk >= k and triton.cdiv(m, bm) * triton.cdiv(n, bn) >= run * budget.sm_count
 
 
+def _warps_fit_rows(block_m: int, num_warps: int, elem_size: int) -> bool:
+    """fp32 tiles (three TF32 products each) with 8 rows a warp (64 rows, 8 warps) ran about 2x
+    slower than with 4 warps or 128 rows on the H200, in every problem timed (BENCHMARKS.md 7n)."""
+    return elem_size != 4 or block_m // num_warps >= 16
+
+
 def shared_memory_bytes(p: TiledParams, elem_size: int) -> int:
     """Pipelined A and B tiles, once per stage, plus the tile the gather reads from (staged in the
     output's dtype, the inputs')."""
@@ -357,6 +375,8 @@ def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudge
         threads = 32 * warps
         if bm * bn // threads > _MAX_ACC_PER_THREAD or bm * bn < 8 * threads:
             continue  # spills, or too little MMA work for the warps
+        if not _warps_fit_rows(bm, warps, elem):
+            continue
         if chunk > bm * bn // 2:
             continue  # a tile that full is cheaper as two steps than as one mostly padded
         if chunk < bm * bn // 64:
@@ -374,12 +394,12 @@ def heuristic(m: int, n: int, k: int) -> TiledParams:
     return TiledParams(64, 64, bk, 64, 4, 2)
 
 
-def repair(p: TiledParams, m: int, n: int, k: int) -> TiledParams:
-    """The nearest valid tiling to one tuned for a neighbouring problem."""
+def repair(p: TiledParams, m: int, n: int, k: int, elem_size: int = 2) -> TiledParams:
+    """The nearest valid tiling to one tuned for a neighbouring problem (``elem_size``: its dtype's)."""
     bm = min(p.block_m, max(BLOCK_MS[0], triton.next_power_of_2(max(1, m))))
     bn = min(p.block_n, max(BLOCK_NS[0], triton.next_power_of_2(max(1, n))))
     bk = min(p.block_k, max(_BLOCK_KS[0], triton.next_power_of_2(max(1, k))))
-    warps = p.num_warps if bm * bn >= 8 * 32 * p.num_warps else 4
+    warps = p.num_warps if bm * bn >= 8 * 32 * p.num_warps and _warps_fit_rows(bm, p.num_warps, elem_size) else 4
     stages = p.num_stages if bk < k else min(p.num_stages, 2)
     chunk = min(p.chunk, max(_CHUNKS[0], bm * bn // 2))
     run = p.tiles_per_program if _runs_pay(m, n, k, bm, bn, bk, p.tiles_per_program, device_budget()) else 1

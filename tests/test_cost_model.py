@@ -254,18 +254,31 @@ def test_model_ranks_both_spmm_kernels():
 
 @pytest.mark.parametrize("density", [0.3, 0.1])
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 256), (768, 3072, 2048)])
+def test_fp32_sddmm_without_tf32_is_not_sent_to_the_exact_fp32_dot(m, n, k, density):
+    """Recorded on the H200 (BENCHMARKS 7d): Triton's exact fp32 ``tl.dot`` ran at ~7 TFLOP/s, 7-10x
+    slower than the gather kernel at 70-90% zeros, yet the model picked it there. A GPU without TF32
+    (the T4) still multiplies fp32 tiles that way."""
+    t4 = spec_for("t4")
+    f = synthetic_sddmm_features(m, n, k, density, "float32")
+    ranked = CostModel(t4).rank(f, family("sddmm").space(f, budget_of(t4)))
+    assert ranked[0][0].kernel == "gather"
+
+
+@pytest.mark.parametrize("density", [0.3, 0.1])
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 256), (4096, 4096, 2048)])
 @pytest.mark.filterwarnings("ignore::stuning.db.tuning_db.StaleEntriesWarning")  # only its fit is read
-def test_fp32_sddmm_is_not_sent_to_the_exact_fp32_dot(m, n, k, density):
-    """Recorded on the H200 (BENCHMARKS 7d): the tiled kernel's exact fp32 ``tl.dot`` ran at ~7
-    TFLOP/s, 7-10x slower than the gather kernel at 70-90% zeros, yet the model picked it there."""
+def test_fp32_sddmm_takes_tf32x3_tiles_where_they_won(m, n, k, density):
+    """Recorded on the H200 (BENCHMARKS 7n): with three TF32 products per fp32 tile the tiled kernel
+    ran 126-139 us (K = 256) and 860-865 us (K = 2048) at 70-90% zeros, against 194-555 and
+    1462-4282 us for the gather kernel; 64-row tiles on 8 warps ran 2x slower and are out."""
     from stuning.db import TuningDB
     from stuning.db.paths import shipped_dir
     from stuning.tuning.session import model_for
 
     h200 = spec_for("h200")
     shipped = TuningDB.open(h200.name, search_path=[shipped_dir()])
-    assert shipped.model_coefficients  # the fit the H200's users get
+    f = synthetic_sddmm_features(m, n, k, density, "float32")
+    space = family("sddmm").space(f, budget_of(h200))
+    assert not any(c.kernel == "tiled" and c.block_m // c.num_warps < 16 for c in space)
     for model in (CostModel(h200), model_for(shipped, h200)):
-        f = synthetic_sddmm_features(m, n, k, density, "float32")
-        ranked = model.rank(f, family("sddmm").space(f, budget_of(spec_for("h200"))))
-        assert ranked[0][0].kernel == "gather"
+        assert model.rank(f, space)[0][0].kernel == "tiled"

@@ -415,3 +415,23 @@ def test_the_op_chooses_tiles_for_a_dense_mask(gen, device):
     chosen = [v for key, v in mask.cache.items() if key[0] == "sddmm"]
     assert len(chosen) == 1 and chosen[0].kernel == "tiled", chosen
     assert_close(out.values.cpu(), values_ref(mask, sddmm_ref(dense, a, b)), TOL[torch.float16])
+
+
+def test_fp32_tiles_keep_16_rows_a_warp():
+    """fp32 tiles with 8 rows a warp ran 2x slower on the H200 (BENCHMARKS.md 7n): an fp16 entry
+    with them, borrowed for fp32, is repaired to 4 warps; fp16 keeps its 8."""
+    entry = SDDMMConfig(kernel="tiled", block_m=64, block_n=128, block_k=32, chunk=256, num_warps=8, num_stages=3)
+    for dtype, warps in ((torch.float16, 8), (torch.float32, 4)):
+        problem = SDDMMProblem(4096, 4096, 256, 4096 * 400, dtype)
+        assert sddmm_kernel.repair(entry, problem).num_warps == warps
+        space = sddmm_kernel.config_space(problem)
+        assert any(c.kernel == "tiled" and c.block_m // c.num_warps < 16 for c in space) == (dtype != torch.float32)
+
+
+@pytest.mark.parametrize("dtype,upcast,device,want", [
+    (torch.float16, False, "cpu", "tf32"),  # ignored for 16-bit inputs
+    (torch.bfloat16, True, "cpu", "ieee"),  # the interpreter's bf16, upcast to fp32
+    (torch.float32, False, "cpu", "ieee"),  # the interpreter computes in fp32 anyway
+])
+def test_tile_product_precision(dtype, upcast, device, want):
+    assert sddmm_tiled._precision(dtype, upcast, torch.device(device)) == want

@@ -26,10 +26,12 @@ _PICK_SMEM_BYTES = 32
 # Instructions per picked entry on CUDA cores: two index loads, a compare, the gather's address,
 # scale (and beta), convert, store.
 _PICK_OPS = 16
-# Triton's exact fp32 tl.dot (input_precision="ieee", what fp32 inputs need to stay within their
-# tolerance) ran at 6.6-7.1 TFLOP/s on the H200 against a 67 TFLOP/s FMA peak, on every shape of
-# the first table (32x32x32 tiles, 4 warps; BENCHMARKS 7d): a tenth of the peak.
+# Triton's exact fp32 tl.dot (input_precision="ieee") ran at 6.6-7.1 TFLOP/s on the H200 against a
+# 67 TFLOP/s FMA peak, on every shape of the first table (32x32x32 tiles, 4 warps; BENCHMARKS 7d):
+# a tenth of the peak. GPUs without TF32 (before sm_80) still take it.
 _IEEE_DOT_FRACTION = 0.1
+# Elsewhere fp32 tiles multiply as three TF32 products ("tf32x3", kernels/sddmm_tiled.py).
+_TF32X3_PASSES = 3
 
 
 def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
@@ -100,7 +102,9 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     out_l2 = nnz * elt / sector_efficiency(run_bytes)
     dram = (m * k + k * n) * elt + nnz * elt + meta
     l2 = (tiles * bn + a_reads * bm) * k_padded * elt + out_l2 + meta
-    if f.dtype == "float32":
+    if f.dtype == "float32" and tuple(device.compute_capability) >= (8, 0):
+        rate = device.tensor_rate("float32") / _TF32X3_PASSES
+    elif f.dtype == "float32":
         rate = device.fp32_tflops * 1e12 * _IEEE_DOT_FRACTION
     else:
         rate = device.tensor_rate(f.dtype)
