@@ -22,6 +22,12 @@ shows as a wrong result).
 
     python3 scripts/probe_spmm_scatter.py                      # $OUT/spmm_scatter_probe.json, a table last
     TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_spmm_scatter.py   # tiny, CPU
+
+First run (H200, 2026-11-24, N = 16 and 128 at 90/95%; benchmarks/h200-spmm-scatter-probe/,
+BENCHMARKS.md 7n): at N = 128, 34.2 / 30.5 us against the CSR/ELL picks' 72.1 / 41.9 and cuBLAS's
+15.1 / 14.8; at N = 16 slower than the picks (26.7 / 22.3 against 13.8 / 9.5). Not pursued: the
+scratch tile's traffic (two partial-sector L2 writes a nonzero, the tile read back every step)
+bounds it above cuBLAS, and neither Triton nor Gluon can scatter into shared memory instead.
 """
 
 from __future__ import annotations
