@@ -82,6 +82,14 @@ def _x_step(x_ptr, i, offs_k, offs_n, K, N, stride_xk, BK: tl.constexpr):
 
 
 @triton.jit
+def _next_step(row_tiles, ent_ptr, x_ptr, i, kb1, start, offs_k, offs_n, K, N, stride_xk, BK: tl.constexpr,
+               CHUNK: tl.constexpr):
+    """Step i + 1's end of entries, first entries and X tile (its entries start at ``start``)."""
+    end = tl.load(row_tiles + i + 2, mask=i + 1 < kb1, other=0)
+    return end, _first_entries(ent_ptr, start, end, CHUNK), _x_step(x_ptr, i + 1, offs_k, offs_n, K, N, stride_xk, BK)
+
+
+@triton.jit
 def _spmm_scatter_kernel(tile_ptr, ent_ptr, scratch_ptr, x_ptr, y_ptr, M, N, K, stride_xk, stride_ym,
                          K_TILES, STEPS,
                          BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, CHUNK: tl.constexpr,
@@ -114,9 +122,8 @@ def _spmm_scatter_kernel(tile_ptr, ent_ptr, scratch_ptr, x_ptr, y_ptr, M, N, K, 
         if PREFETCH:
             # The next step's X, bounds and first entries do not touch the scratch: they load
             # while this step waits at the barrier and multiplies.
-            next_end = tl.load(row_tiles + i + 2, mask=i + 1 < kb1, other=0)
-            next_first = _first_entries(ent_ptr, end, next_end, CHUNK)
-            next_x = _x_step(x_ptr, i + 1, offs_k, offs_n, K, N, stride_xk, BK)
+            next_end, next_first, next_x = _next_step(row_tiles, ent_ptr, x_ptr, i, kb1, end, offs_k, offs_n, K, N,
+                                                      stride_xk, BK, CHUNK)
         tl.debug_barrier()
         # The previous step's tile: every thread read it before this barrier.
         prev_first = _first_entries(ent_ptr, prev_start, prev_end, CHUNK)
@@ -132,9 +139,8 @@ def _spmm_scatter_kernel(tile_ptr, ent_ptr, scratch_ptr, x_ptr, y_ptr, M, N, K, 
             x = next_x
         else:
             start = end
-            end = tl.load(row_tiles + i + 2, mask=i + 1 < kb1, other=0)
-            first = _first_entries(ent_ptr, start, end, CHUNK)
-            x = _x_step(x_ptr, i + 1, offs_k, offs_n, K, N, stride_xk, BK)
+            end, first, x = _next_step(row_tiles, ent_ptr, x_ptr, i, kb1, start, offs_k, offs_n, K, N, stride_xk,
+                                       BK, CHUNK)
     tl.debug_barrier()
     prev_first = _first_entries(ent_ptr, prev_start, prev_end, CHUNK)
     _scatter_tile(scratch + ((kb1 + 2) % 3) * (BM * BK), ent_ptr, prev_start, prev_end, prev_first, True, CHUNK)
