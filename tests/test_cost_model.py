@@ -277,6 +277,7 @@ def test_fp32_sddmm_takes_tf32x3_tiles_where_they_won(m, n, k, density):
 
     h200 = spec_for("h200")
     shipped = TuningDB.open(h200.name, search_path=[shipped_dir()])
+    assert shipped.model_coefficients  # the fit the H200's users get
     f = synthetic_sddmm_features(m, n, k, density, "float32")
     space = family("sddmm").space(f, budget_of(h200))
     assert not any(c.kernel == "tiled" and c.block_m // c.num_warps < 16 for c in space)
