@@ -35,11 +35,12 @@ def check_close(y: torch.Tensor, ref: torch.Tensor, what: str, tol: float = 1e-2
         raise AssertionError(f"{what}: relative error {err:.2e} against the float64 reference")
 
 
-def random_problem(m: int, k: int, n: int, sparsity: float, gen: torch.Generator, device: str):
-    """fp16 W (m x k) with uniformly random zeros, X (k x n), and W @ X in float64."""
+def random_problem(m: int, k: int, n: int, sparsity: float, gen: torch.Generator, device: str,
+                   dtype: torch.dtype = torch.float16):
+    """W (m x k) with uniformly random zeros, X (k x n), both ``dtype``, and W @ X in float64."""
     w = torch.randn(m, k, generator=gen)
-    w = (w * (torch.rand(m, k, generator=gen) >= sparsity)).half().to(device)
-    x = torch.randn(k, n, generator=gen).half().to(device)
+    w = (w * (torch.rand(m, k, generator=gen) >= sparsity)).to(dtype).to(device)
+    x = torch.randn(k, n, generator=gen).to(dtype).to(device)
     return w, x, w.double() @ x.double()
 
 
@@ -47,14 +48,15 @@ def random_problem(m: int, k: int, n: int, sparsity: float, gen: torch.Generator
 class SpMMProbeProblem:
     n: int
     sparsity: float
-    w: torch.Tensor  # dense fp16 W
+    w: torch.Tensor  # dense W (fp16 unless asked otherwise)
     x: torch.Tensor
     ref: torch.Tensor  # W @ X in float64
     a: object  # W as stuning's CSRMatrix, rows padded to 4 (what the bench gives the kernels)
     pick: object  # the config stuning.spmm(a, x) runs: the database's, else the cost model's
 
 
-def spmm_problems(m: int, k: int, ns, sparsities, device: str, *, seconds: float | None = None):
+def spmm_problems(m: int, k: int, ns, sparsities, device: str, *, seconds: float | None = None,
+                  dtype: torch.dtype = torch.float16):
     """One ``SpMMProbeProblem`` per (N, sparsity), inputs from one generator seeded 0 (the same
     inputs run after run); none starts after ``seconds``."""
     import functools
@@ -69,7 +71,7 @@ def spmm_problems(m: int, k: int, ns, sparsities, device: str, *, seconds: float
         if seconds is not None and time.perf_counter() - started > seconds:
             print(f"stopped before n={n} sparsity={sparsity}: over {seconds:g} s", flush=True)
             return
-        w, x, ref = random_problem(m, k, n, sparsity, gen, device)
+        w, x, ref = random_problem(m, k, n, sparsity, gen, device, dtype)
         a = stuning.CSRMatrix.from_dense(w, pad_to=4)
         pick = tuned_config(a, "spmm", n, a.dtype, functools.partial(spmm_features, a, n))
         yield SpMMProbeProblem(n, sparsity, w, x, ref, a, pick)
@@ -120,12 +122,12 @@ def semi24_baseline_row(p: Semi24ProbeProblem) -> dict:
             "pick_us": probe_time_us(lib, False)}
 
 
-def checked_time_us(run, ref: torch.Tensor, what: str, *, checks: int = 1) -> float | str:
+def checked_time_us(run, ref: torch.Tensor, what: str, *, checks: int = 1, tol: float = 1e-2) -> float | str:
     """``run``'s time after ``checks`` calls matched ``ref``; or, for a config that fails to
     compile, run or check (a finding too), the error in one line."""
     try:
         for i in range(checks):
-            check_close(run(), ref, what if i == 0 else f"{what} (call {i + 1})")
+            check_close(run(), ref, what if i == 0 else f"{what} (call {i + 1})", tol)
         return probe_time_us(run, False)
     except Exception as e:
         return f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"

@@ -21,6 +21,7 @@ uniform random rows; every config is checked against a float64 reference first (
 shows as a wrong result).
 
     python3 scripts/probe_spmm_scatter.py                      # $OUT/spmm_scatter_probe.json, a table last
+    PROBE_DTYPE=fp32 python3 scripts/probe_spmm_scatter.py     # fp32 (tf32x3 tiles) against SGEMM
     TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_spmm_scatter.py   # tiny, CPU
 
 First run (H200, 2026-11-24, N = 16 and 128 at 90/95%; benchmarks/h200-spmm-scatter-probe/,
@@ -47,6 +48,10 @@ NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
 M, K = (96, 160) if SMOKE else (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SECONDS = float(os.environ.get("PROBE_SECONDS", "300"))
+# fp32: the entries are int64 (position << 32 | the value's bits) and the tiles multiply as three
+# TF32 products (tf32x3); cuBLAS's SGEMM runs with TF32 off, on CUDA cores.
+DTYPE = {"fp16": torch.float16, "fp32": torch.float32}[os.environ.get("PROBE_DTYPE", "fp16")]
+TOL = {torch.float16: 1e-2, torch.float32: 1e-5}[DTYPE]
 SLOTS = 3
 
 
@@ -60,11 +65,15 @@ def _scatter_tile(slot, ent_ptr, start, end, first, ZERO: tl.constexpr, CHUNK: t
         ok = idx < end
         if e0 != start:
             e = tl.load(ent_ptr + idx, mask=ok, other=0)
-        pos = (e >> 16) & 0xFFFF
+        BITS: tl.constexpr = slot.dtype.element_ty.primitive_bitwidth
+        pos = ((e >> BITS) & 0xFFFF).to(tl.int32)
         if ZERO:
             tl.store(slot + pos, tl.zeros((CHUNK,), dtype=slot.dtype.element_ty), mask=ok)
         else:
-            val = (e & 0xFFFF).to(tl.int16).to(slot.dtype.element_ty, bitcast=True)
+            if BITS == 16:
+                val = (e & 0xFFFF).to(tl.int16).to(slot.dtype.element_ty, bitcast=True)
+            else:
+                val = e.to(tl.int32).to(slot.dtype.element_ty, bitcast=True)
             tl.store(slot + pos, val, mask=ok)
 
 
@@ -93,7 +102,7 @@ def _next_step(row_tiles, ent_ptr, x_ptr, i, kb1, start, offs_k, offs_n, K, N, s
 def _spmm_scatter_kernel(tile_ptr, ent_ptr, scratch_ptr, x_ptr, y_ptr, M, N, K, stride_xk, stride_ym,
                          K_TILES, STEPS,
                          BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, CHUNK: tl.constexpr,
-                         SPLIT: tl.constexpr, PREFETCH: tl.constexpr):
+                         SPLIT: tl.constexpr, PREFETCH: tl.constexpr, PRECISION: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_s = tl.program_id(1)
     pid_n = tl.program_id(2)
@@ -129,7 +138,7 @@ def _spmm_scatter_kernel(tile_ptr, ent_ptr, scratch_ptr, x_ptr, y_ptr, M, N, K, 
         prev_first = _first_entries(ent_ptr, prev_start, prev_end, CHUNK)
         _scatter_tile(scratch + ((i + 2) % 3) * (BM * BK), ent_ptr, prev_start, prev_end, prev_first, True, CHUNK)
         w = tl.load(slot + tile_offs)
-        acc = tl.dot(w, x, acc)
+        acc = tl.dot(w, x, acc, input_precision=PRECISION)
         prev_start = start
         prev_end = end
         if PREFETCH:
@@ -155,7 +164,8 @@ def _spmm_scatter_kernel(tile_ptr, ent_ptr, scratch_ptr, x_ptr, y_ptr, M, N, K, 
 
 def tile_entries(w: torch.Tensor, bm: int, bk: int):
     """W's nonzeros per (bm x bk) tile, tiles in row-major order: ``tile_ptr`` (tiles + 1,) int32
-    and the entries (position in the tile << 16 | the value's bits) as int32."""
+    and the entries (position in the tile << 16 | the value's bits) as int32; fp32 values as int64
+    (position << 32 | the bits)."""
     m, k = w.shape
     assert bm * bk <= 1 << 16
     r, c = torch.nonzero(w, as_tuple=True)
@@ -167,8 +177,10 @@ def tile_entries(w: torch.Tensor, bm: int, bk: int):
     counts = torch.bincount(tile, minlength=triton.cdiv(m, bm) * kt)
     ptr = torch.zeros(counts.numel() + 1, dtype=torch.int32, device=w.device)
     ptr[1:] = torch.cumsum(counts, 0)
-    bits = v[order].view(torch.int16).to(torch.int32) & 0xFFFF
-    ent = (pos[order].to(torch.int32) << 16) | bits
+    if w.dtype == torch.float32:
+        ent = (pos[order].to(torch.int64) << 32) | (v[order].view(torch.int32).to(torch.int64) & 0xFFFFFFFF)
+    else:
+        ent = (pos[order].to(torch.int32) << 16) | (v[order].view(torch.int16).to(torch.int32) & 0xFFFF)
     # Entries a program takes at a time: the mean tile's, to a power of two.
     chunk = max(32, triton.next_power_of_2(int(counts.float().mean())))
     return ptr, ent, chunk
@@ -190,7 +202,9 @@ def spmm_scatter(tiles, x, m, bm, bk, bn, split, warps, stages, scratch_cache):
     else:
         y = torch.zeros((m, n), dtype=torch.float32, device=x.device)
     _spmm_scatter_kernel[grid](ptr, ent, scratch, x, y, m, n, k, x.stride(0), y.stride(0), k_tiles, steps,
-                               BM=bm, BK=bk, BN=bn, CHUNK=chunk, SPLIT=split, PREFETCH=stages == 2, num_warps=warps)
+                               BM=bm, BK=bk, BN=bn, CHUNK=chunk, SPLIT=split, PREFETCH=stages == 2,
+                               PRECISION="tf32x3" if x.dtype == torch.float32 and x.is_cuda else "ieee",
+                               num_warps=warps)
     return y
 
 
@@ -208,9 +222,10 @@ def main() -> int:
     device = "cpu" if SMOKE else "cuda"
     rows_out = []
     scratch_cache = {}
-    for p in spmm_problems(M, K, NS if not SMOKE else [16], SPARSITIES, device, seconds=SECONDS):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for p in spmm_problems(M, K, NS if not SMOKE else [16], SPARSITIES, device, seconds=SECONDS, dtype=DTYPE):
         n, sparsity, w, x, ref, a = p.n, p.sparsity, p.w, p.x, p.ref, p.a
-        row = {"m": M, "k": K, "n": n, "sparsity": sparsity, "nnz": a.nnz}
+        row = {"m": M, "k": K, "n": n, "sparsity": sparsity, "nnz": a.nnz, "dtype": str(DTYPE)}
         row["cublas_us"] = probe_time_us(functools.partial(torch.matmul, w, x), SMOKE)
         row["pick"] = p.pick.as_dict()
         row["stuning_us"] = probe_time_us(functools.partial(stuning.spmm, a, x), SMOKE)
@@ -227,11 +242,11 @@ def main() -> int:
             run = functools.partial(spmm_scatter, tiles[(bm, bk)], x, M, bm, bk, bn, split, warps, stages,
                                     scratch_cache)
             if SMOKE:
-                check_close(run(), ref, name)
-                check_close(run(), ref, name + " (again)")
+                check_close(run(), ref, name, TOL)
+                check_close(run(), ref, name + " (again)", TOL)
                 times.append({"config": name, "us": float("nan")})
                 continue
-            t = checked_time_us(run, ref, name, checks=2)
+            t = checked_time_us(run, ref, name, checks=2, tol=TOL)
             times.append({"config": name, "us": t} if isinstance(t, float) else {"config": name, "error": t})
         ok = sorted((t for t in times if "us" in t), key=lambda t: t["us"])
         row["chunk"] = {f"{bm}x{bk}": v[2] for (bm, bk), v in tiles.items()}
