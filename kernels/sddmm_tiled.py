@@ -5,7 +5,8 @@ tiles and their nonzeros come from ``stuning.formats.output_tiles``, built once 
 tiling). For each tile the program computes the whole tile of A @ B with ``tl.dot`` over K, then
 picks the tile's nonzeros out of the accumulator, CHUNK at a time, and stores
 ``alpha * acc + beta * mask`` at their indices in the CSR values. When K fits one step (attention's
-K <= 128), the band of A is loaded once per run and only B's tiles are read per tile.
+K <= 128), the band of A is loaded once per run and only B's tiles are read per tile. fp32 tiles
+multiply as three TF32 products on GPUs with TF32 (``_precision``), within fp32's tolerance.
 
 Why tiles: the gather kernel (``sddmm.py``) reads a row of A and a column of B per nonzero, about
 2 K elements of L2 traffic each, on CUDA cores. A tile reads (BLOCK_M + BLOCK_N) K elements for
