@@ -48,6 +48,7 @@ def _spmm_kernel(
     EVEN_N: tl.constexpr,
     SWIZZLE: tl.constexpr,
     PREFETCH: tl.constexpr,
+    OFFSETS_32: tl.constexpr,
     HAS_BIAS: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -83,15 +84,16 @@ def _spmm_kernel(
         # A step's gather needs its column indices, which come from memory too: loading the next
         # step's indices and values before waiting on this step's gather leaves one memory latency
         # per step instead of two (num_stages cannot: the gather's addresses are loaded values).
-        cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, 0, NNZ_STEP)
+        cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, 0, NNZ_STEP, OFFSETS_32)
         for step in range(0, max_len, NNZ_STEP):
             b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
-            cols, vals_next, k_ok = _load_step(col_ptr, val_ptr, start, length, step + NNZ_STEP, NNZ_STEP)
+            cols, vals_next, k_ok = _load_step(col_ptr, val_ptr, start, length, step + NNZ_STEP, NNZ_STEP,
+                                                OFFSETS_32)
             acc += vals[:, :, None] * b.to(tl.float32)
             vals = vals_next
     else:
         for step in range(0, max_len, NNZ_STEP):
-            cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP)
+            cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP, OFFSETS_32)
             b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
             acc += vals[:, :, None] * b.to(tl.float32)
 
@@ -109,21 +111,39 @@ def add_row_bias(y, bias_ptr, rows, row_ok, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
-def _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP: tl.constexpr):
+def _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP: tl.constexpr, OFFSETS_32: tl.constexpr):
     """Column indices and values (upcast to fp32) of the rows' nonzeros ``step .. step + NNZ_STEP``."""
     offs_k = step + tl.arange(0, NNZ_STEP)
     k_ok = offs_k[None, :] < length[:, None]
     idx = start[:, None] + offs_k[None, :]
-    cols = tl.load(col_ptr + idx, mask=k_ok, other=0).to(tl.int64)
+    cols = b_row_index(tl.load(col_ptr + idx, mask=k_ok, other=0), OFFSETS_32)
     # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
     vals = tl.load(val_ptr + idx, mask=k_ok, other=0.0).to(tl.float32)
     return cols, vals, k_ok
 
 
 @triton.jit
+def b_row_index(cols, OFFSETS_32: tl.constexpr):
+    """Column indices of A as B's row numbers, in the width B's offsets need.
+
+    Where every element offset of B fits 32 bits (``offsets_fit_32_bits``), a gathered row's
+    address costs one 32-bit multiply and one widening add in sm_90a SASS; in 64 bits it was a
+    sign extension, three multiplies, an add and a two-instruction LEA, about half the gather
+    loop's instructions besides its multiply-adds.
+    """
+    # One return: Triton 3.6 rejects branches that return different types, constexpr or not.
+    if OFFSETS_32:
+        rows_of_b = cols.to(tl.int32)
+    else:
+        rows_of_b = cols.to(tl.int64)
+    return rows_of_b
+
+
+@triton.jit
 def _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N: tl.constexpr):
     """The rows of B the nonzeros select, as a (ROWS, NNZ_STEP, BLOCK_N) tile of one column block."""
-    b_ptrs = b_block + cols[:, :, None] * stride_bk + offs_bn[None, None, :] * stride_bn
+    # The offset is summed before it meets the pointer: one widening add per gathered piece.
+    b_ptrs = b_block + (cols[:, :, None] * stride_bk + offs_bn[None, None, :] * stride_bn)
     if EVEN_N:
         return tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
     return tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
@@ -217,11 +237,18 @@ def spmm(
         EVEN_N=n % config.block_n == 0,
         SWIZZLE=config.swizzle,
         PREFETCH=config.prefetch,
+        OFFSETS_32=offsets_fit_32_bits(b),
         HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
     return out
+
+
+def offsets_fit_32_bits(b: torch.Tensor) -> bool:
+    """Whether every element of the dense operand ``b`` lies within 2**31 - 1 elements of its first
+    (strides are never negative in torch), so the gather kernels may address it with 32-bit offsets."""
+    return sum((size - 1) * stride for size, stride in zip(b.shape, b.stride(), strict=True)) < 2**31 - 1
 
 
 def check_b_and_out(what: str, values: torch.Tensor, b: torch.Tensor, m: int, out: torch.Tensor | None) -> torch.Tensor:

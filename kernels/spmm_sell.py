@@ -23,9 +23,11 @@ from stuning.kernels.spmm import (
     SpMMConfig,
     SpMMProblem,
     add_row_bias,
+    b_row_index,
     check_b_and_out,
     check_bias,
     fill_bias,
+    offsets_fit_32_bits,
     tile_configs,
 )
 from stuning.kernels.target import DeviceBudget
@@ -57,6 +59,7 @@ def _spmm_sell_kernel(
     BLOCK_N: tl.constexpr,
     VEC: tl.constexpr,
     EVEN_N: tl.constexpr,
+    OFFSETS_32: tl.constexpr,
     HAS_BIAS: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
@@ -79,10 +82,10 @@ def _spmm_sell_kernel(
     for step in range(0, length, STEP):
         # Column-major slice: entry j of slot r at start + j * SLICE_ROWS + r, a contiguous block.
         idx = start + (step + tl.arange(0, STEP))[None, :] * SLICE_ROWS + slot[:, None]
-        cols = tl.load(col_ptr + idx).to(tl.int64)
+        cols = b_row_index(tl.load(col_ptr + idx), OFFSETS_32)
         # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
         vals = tl.load(val_ptr + idx).to(tl.float32)
-        b_ptrs = b_ptr + cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn
+        b_ptrs = b_ptr + (cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn)
         if EVEN_N:
             b = tl.load(b_ptrs)
         else:
@@ -152,6 +155,7 @@ def spmm_sell(
         BLOCK_N=config.block_n,
         VEC=config.vec,
         EVEN_N=n % config.block_n == 0,
+        OFFSETS_32=offsets_fit_32_bits(b),
         HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
         num_stages=config.num_stages,

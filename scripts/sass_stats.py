@@ -73,6 +73,9 @@ def _spmm_config(kernel: str):
     return parse
 
 
+OFFSETS_64 = False  # SpMM: compile B's 64-bit addressing (``--offsets-64``), as for a B past 2**31 elements
+
+
 def _multiply_adds(cfg, ops: Counter) -> float:
     # fp32 multiply-adds per thread and loop iteration, read from the loop (it may be unrolled).
     return max(1, ops.get("FFMA", 0) + ops.get("FMUL", 0))
@@ -99,14 +102,15 @@ KERNELS = {
     "spmm": (KernelSpec(
         spmm._spmm_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,4x16x32:8:4:2,8x16x64:8:4:2,4x16x128:8:4:2",
         lambda c, ragged: {"ROWS": c.rows, "NNZ_STEP": c.nnz_step, "BLOCK_N": c.block_n, "VEC": c.vec,
-                           "ROW_ALIGN": 8, "EVEN_N": True, "SWIZZLE": c.swizzle, "PREFETCH": c.prefetch, "stride_bn": 1,
+                           "ROW_ALIGN": 8, "EVEN_N": True, "SWIZZLE": c.swizzle, "PREFETCH": c.prefetch,
+                           "OFFSETS_32": not OFFSETS_64, "stride_bn": 1,
                            "stride_yn": 1},
         {"crow_ptr": "*i32", "col_ptr": "*i32", "row_order_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("csr")),
     "spmm-sell": (KernelSpec(
         spmm_sell._spmm_sell_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,32x4x16:8:4:2,16x8x64:8:4:2,8x8x128:8:4:2",
         lambda c, ragged: {"SLICE_ROWS": c.rows, "STEP": c.nnz_step, "BLOCK_N": c.block_n, "VEC": c.vec,
-                           "EVEN_N": True, "stride_bn": 1, "stride_yn": 1},
+                           "EVEN_N": True, "OFFSETS_32": not OFFSETS_64, "stride_bn": 1, "stride_yn": 1},
         {"slice_ptr": "*i32", "col_ptr": "*i16", "row_id_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("sell")),
 }
@@ -190,10 +194,13 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", default="semi24", choices=sorted(KERNELS))
     ap.add_argument("--configs", default=None,
                     help="comma-separated; 2:4 BMxBNxBK:SPLIT_K:WARPS:STAGES, SpMM ROWSxSTEPxBN:VEC:WARPS:STAGES")
-    ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16"])
+    ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
     ap.add_argument("--ragged-k", action="store_true", help="2:4: compile the K-masked path (K not a multiple of BK)")
+    ap.add_argument("--offsets-64", action="store_true", help="SpMM: B addressed with 64-bit offsets")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    global OFFSETS_64
+    OFFSETS_64 = args.offsets_64
     spec, parse = KERNELS[args.kernel]
     labels = (args.configs or spec.default_configs).split(",")
     rows = []

@@ -264,6 +264,29 @@ def test_noncontiguous_b_transposed_view(gen, device, n):
     assert_close(y, ref, TOL[torch.float32], "default config, fresh output")
 
 
+@pytest.mark.parametrize("config", [BASE, dataclasses.replace(BASE, kernel="sell", rows=8)], ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_64_bit_offsets_of_b(gen, device, monkeypatch, dtype, tol, config):
+    # B past 2**31 elements does not fit a test: the launchers are told it does not fit 32 bits,
+    # and the kernels must then address the same B (a transposed view, so both strides count) in 64.
+    dense = random_sparse(M, K, 0.2, dtype, gen)
+    b = randn(N + 3, K, dtype=dtype, gen=gen)[:N].t()
+    want = spmm_ref(dense, b)
+    for module in (spmm_kernel, spmm_sell):
+        monkeypatch.setattr(module, "offsets_fit_32_bits", lambda b: False)
+    assert_close(run(dense, b, config, device=device), want, tol, f"64-bit offsets {config}")
+
+
+def test_offsets_fit_32_bits_counts_every_stride():
+    fits = spmm_kernel.offsets_fit_32_bits
+    assert fits(torch.empty(2**16, 2**15 - 1, device="meta"))
+    assert not fits(torch.empty(2**16, 2**15 + 1, device="meta"))
+    # A column of a wide matrix: few elements, far apart.
+    assert not fits(torch.empty(3, 2**30, device="meta")[:, :1])
+    assert fits(torch.empty(2**31 - 1, 1, device="meta").t())
+    assert not fits(torch.empty(2, 2**31, device="meta"))
+
+
 @pytest.mark.parametrize("layout", ["csr", "coo"])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_torch_sparse_input(gen, device, dtype, tol, layout):
