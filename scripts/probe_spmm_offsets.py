@@ -5,7 +5,7 @@ SASS spent a sign extension, three multiplies, an add and a two-instruction LEA 
 offsets (``OFFSETS_32``, wherever B spans under 2**31 elements) one multiply and one widening add.
 The loop's instructions per multiply-add fell 10-22% (``scripts/sass_stats.py --offsets-64``).
 
-For each problem (4096 x 4096, ``PROBE_CASES`` as dtype:N:sparsity) it samples configs of both
+For each problem (``PROBE_SHAPE``, 4096x4096 by default; ``PROBE_CASES`` as dtype:N:sparsity) it samples configs of both
 kernels' spaces, plus the library's pick, and times each both ways (CUDA graphs, L2 flushed),
 checked against a float64 reference first.
 
@@ -25,7 +25,7 @@ from probe_harness import check_close, checked_time_us, probe_time_us, spmm_prob
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 CASES = os.environ.get("PROBE_CASES", "fp32:128:0.8,fp32:2048:0.8,fp16:16:0.95,fp16:128:0.95,fp16:2048:0.98")
-M, K = (64, 64) if SMOKE else (4096, 4096)
+M, K = (64, 64) if SMOKE else tuple(int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SAMPLE = 2 if SMOKE else int(os.environ.get("PROBE_CONFIGS", "16"))
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
