@@ -65,7 +65,9 @@ def _spmm_kernel(
     if ROW_ALIGN > 1:
         # Padded rows start on a multiple of ROW_ALIGN: lets values and indices load as vectors.
         start = tl.multiple_of(start, ROW_ALIGN)
-    length = end - start
+    # A row holds at most K < 2**31 entries: its length, the step and the mask compare in 32 bits
+    # (in 64 they took four instructions per loaded (row, nonzero) slot instead of two).
+    length = (end - start).to(tl.int32)
     max_len = tl.max(length, axis=0)
 
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -81,16 +81,16 @@ def _spmm_sell_kernel(
     acc = tl.zeros((SLICE_ROWS, STEP, BLOCK_N), dtype=tl.float32)
     for step in range(0, length, STEP):
         # Column-major slice: entry j of slot r at start + j * SLICE_ROWS + r, a contiguous block.
-        idx = start + (step + tl.arange(0, STEP))[None, :] * SLICE_ROWS + slot[:, None]
+        idx = start + (step + tl.arange(0, STEP))[None, :, None] * SLICE_ROWS + slot[:, None, None]
         cols = b_row_index(tl.load(col_ptr + idx), OFFSETS_32)
         # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
         vals = tl.load(val_ptr + idx).to(tl.float32)
-        b_ptrs = b_ptr + (cols[:, :, None] * stride_bk + offs_n[None, None, :] * stride_bn)
+        b_ptrs = b_ptr + (cols * stride_bk + offs_n[None, None, :] * stride_bn)
         if EVEN_N:
             b = tl.load(b_ptrs)
         else:
             b = tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
-        acc += vals[:, :, None] * b.to(tl.float32)
+        acc += vals * b.to(tl.float32)
 
     y = add_row_bias(tl.sum(acc, axis=1), bias_ptr, rows, rows >= 0, HAS_BIAS)
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
