@@ -65,9 +65,9 @@ def _spmm_kernel(
     if ROW_ALIGN > 1:
         # Padded rows start on a multiple of ROW_ALIGN: lets values and indices load as vectors.
         start = tl.multiple_of(start, ROW_ALIGN)
-    # A row holds at most K < 2**31 entries: its length, the step and the mask compare in 32 bits
-    # (in 64 they took four instructions per loaded (row, nonzero) slot instead of two).
-    length = (end - start).to(tl.int32)
+    # 64 bits, though a row's length fits 32: in 32 bits the loop had 9-14% fewer instructions in
+    # sm_90a SASS but ran 3-10% slower on the H200 (CSR picks at N = 16 and 128; BENCHMARKS.md 7o).
+    length = end - start
     max_len = tl.max(length, axis=0)
 
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
