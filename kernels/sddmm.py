@@ -255,7 +255,7 @@ def tiled_heuristic(problem: SDDMMProblem) -> SDDMMConfig:
 def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     """The nearest valid config to one tuned for a neighbouring problem."""
     if config.kernel == "tiled":
-        elem = torch.tensor([], dtype=problem.dtype).element_size()
+        elem = problem.dtype.itemsize
         return _tiled_config(sddmm_tiled.repair(config.tiled_params(), problem.m, problem.n, problem.k, elem))
     block_k = min(config.block_k, max(16, triton.next_power_of_2(problem.k)))
     vec = config.vec

@@ -357,7 +357,7 @@ def registers_per_thread(p: TiledParams) -> int:
 
 def config_space(m: int, n: int, k: int, dtype: torch.dtype, budget: DeviceBudget | None = None) -> list[TiledParams]:
     budget = budget or device_budget()
-    elem = torch.tensor([], dtype=dtype).element_size()
+    elem = dtype.itemsize
     m_cap = max(BLOCK_MS[0], triton.next_power_of_2(max(1, m)))
     n_cap = max(BLOCK_NS[0], triton.next_power_of_2(max(1, n)))
     k_cap = max(_BLOCK_KS[0], triton.next_power_of_2(max(1, k)))

@@ -350,7 +350,7 @@ def why_excluded(config: Semi24Config, elem_size: int, budget: DeviceBudget) -> 
 
 def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> list[Semi24Config]:
     budget = budget or device_budget()
-    elem = torch.tensor([], dtype=problem.dtype).element_size()
+    elem = problem.dtype.itemsize
     m_cap = max(16, triton.next_power_of_2(problem.m))
     n_cap = max(16, triton.next_power_of_2(problem.n))
     k_cap = max(64, triton.next_power_of_2(problem.k))
@@ -398,7 +398,7 @@ def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
         split_k //= 2
     out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages,
                        config.kernel)
-    elem = torch.tensor([], dtype=problem.dtype).element_size()
+    elem = problem.dtype.itemsize
     if out.kernel == "hopper" and (problem.n % 16 or why_excluded(out, elem, device_budget()) is not None):
         # Where the Hopper kernel cannot take the problem, the Triton kernel runs its tiles.
         out = Semi24Config(**{**out.as_dict(), "kernel": "triton"})

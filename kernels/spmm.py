@@ -248,9 +248,11 @@ def spmm(
 
 
 def offsets_fit_32_bits(b: torch.Tensor) -> bool:
-    """Whether every element of the dense operand ``b`` lies within 2**31 - 1 elements of its first
-    (strides are never negative in torch), so the gather kernels may address it with 32-bit offsets."""
-    return sum((size - 1) * stride for size, stride in zip(b.shape, b.stride(), strict=True)) < 2**31 - 1
+    """Whether every element of the 2-D dense operand ``b`` lies within 2**31 - 1 elements of its
+    first (strides are never negative in torch), so the gather kernels may address it with 32-bit
+    offsets. Checked at every launch: plain arithmetic on the shape, no loop."""
+    (rows, cols), (row_stride, col_stride) = b.shape, b.stride()
+    return (rows - 1) * row_stride + (cols - 1) * col_stride < 2**31 - 1
 
 
 def check_b_and_out(what: str, values: torch.Tensor, b: torch.Tensor, m: int, out: torch.Tensor | None) -> torch.Tensor:

@@ -38,10 +38,6 @@ SAMPLE = 3 if SMOKE else int(os.environ.get("PROBE_CONFIGS", "36"))
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
-def measure(run, ref: torch.Tensor, what: str, tol: float):
-    return checked_time_us(run, ref, what, tol=tol, smoke=SMOKE)
-
-
 def kblocked_sell(a, s: int, step: int, block_k: int):
     """(values, cols, slice_ptr, row_ids) of CSR matrix ``a`` as slices of ``s`` rows (in order),
     each slice walked K block by K block, every block padded to a multiple of ``step``."""
@@ -116,7 +112,8 @@ def main() -> int:
         p = next(spmm_problems(M, K, [n], [sparsity], device, dtype=dtype))
         row = {"dtype": dname, "n": n, "sparsity": sparsity, "pick": p.pick.as_dict(),
                "dense_us": timer(functools.partial(torch.matmul, p.w, p.x)),
-               "pick_us": measure(functools.partial(stuning.spmm, p.a, p.x, config=p.pick), p.ref, "pick", tol),
+               "pick_us": checked_time_us(functools.partial(stuning.spmm, p.a, p.x, config=p.pick), p.ref, "pick",
+                                          tol=tol, smoke=SMOKE),
                "configs": []}
         for s, step, bn, vec, warps, bk in configs(dtype, n, SAMPLE, seed=n):
             cfg = SpMMConfig(rows=s, nnz_step=step, block_n=bn, vec=vec, num_warps=warps, num_stages=1,
@@ -125,10 +122,10 @@ def main() -> int:
             entry = {"s": s, "step": step, "bn": bn, "vec": vec, "warps": warps, "bk": bk,
                      "padding": blocked[0].numel() / max(p.a.nnz, 1)}
             run = functools.partial(spmm_sell, *blocked, p.x, m=M, slice_rows=s, step=step, config=cfg)
-            entry["blocked_us"] = measure(run, p.ref, f"{case} blocked {entry}", tol)
+            entry["blocked_us"] = checked_time_us(run, p.ref, f"{case} blocked {entry}", tol=tol, smoke=SMOKE)
             plain = plain_sell(p.a, s, step)
             run = functools.partial(spmm_sell, *plain, p.x, m=M, slice_rows=s, step=step, config=cfg)
-            entry["plain_us"] = measure(run, p.ref, f"{case} plain {entry}", tol)
+            entry["plain_us"] = checked_time_us(run, p.ref, f"{case} plain {entry}", tol=tol, smoke=SMOKE)
             row["configs"].append(entry)
             print(json.dumps(entry), flush=True)
         timed = [c for c in row["configs"] if isinstance(c["blocked_us"], float) and c["blocked_us"] == c["blocked_us"]]

@@ -30,10 +30,6 @@ SAMPLE = 2 if SMOKE else int(os.environ.get("PROBE_CONFIGS", "16"))
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
-def measure(run, ref: torch.Tensor, what: str, tol: float):
-    return checked_time_us(run, ref, what, tol=tol, smoke=SMOKE)
-
-
 _SHIPPED = {}
 
 
@@ -70,7 +66,7 @@ def main() -> int:
             for bits in (64, 32):
                 offsets(bits)
                 run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
-                pair[f"us{bits}"] = measure(run, p.ref, f"{case} {bits}-bit {cfg}", tol)
+                pair[f"us{bits}"] = checked_time_us(run, p.ref, f"{case} {bits}-bit {cfg}", tol=tol, smoke=SMOKE)
             row["pairs"].append(pair)
             print(json.dumps(pair), flush=True)
         both = [q for q in row["pairs"] if all(isinstance(q[f"us{b}"], float) and q[f"us{b}"] > 0 for b in (32, 64))]
