@@ -1,4 +1,5 @@
-# Source this first in a device call (the lent GPU has no network and no optuna):
+# Source this first in a device call (the lent GPU has no network, no optuna, no platformdirs and
+# no safetensors; `../shared/gpu/fetch-wheels.sh platformdirs safetensors` fetches them all):
 #
 #   source scripts/gpu_env.sh && OUT=/tmp/gc bash scripts/gpu_check.sh tests
 #
