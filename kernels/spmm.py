@@ -48,7 +48,6 @@ def _spmm_kernel(
     EVEN_N: tl.constexpr,
     SWIZZLE: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PIECES: tl.constexpr,
     OFFSETS_32: tl.constexpr,
     HAS_BIAS: tl.constexpr,
 ):
@@ -71,22 +70,18 @@ def _spmm_kernel(
     length = end - start
     max_len = tl.max(length, axis=0)
 
-    # BLOCK_N is cut into PIECES pieces on an axis of their own, next to the columns. Triton (3.6)
-    # gives threads to the contiguous axis first, then to the others in index order, so the pieces'
-    # axis gets them last: each thread holds PIECES vectors of B per gathered row, at one address,
-    # with one index and value load for all of them (fp32 4x8 tiles, sm_90a SASS: 4.7 loop
-    # instructions per multiply-add in one piece, 3.6 in two, 3.1 in four).
-    offs_bn = column_pieces(BLOCK_N, PIECES, VEC)
-    offs_n = pid_n * BLOCK_N + offs_bn
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_n = tl.max_contiguous(tl.multiple_of(offs_n, VEC), VEC)
     n_ok = offs_n < N
     # B's columns of this program, addressed within its column block: B may be stored block by
     # block ([N / BLOCK_N, K, BLOCK_N]) so that one block's K rows are contiguous.
     b_block = b_ptr + pid_n.to(tl.int64) * stride_b_block
+    offs_bn = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_N), VEC), VEC)
 
-    # Partial sums per (row, step slot, piece): the reduction over the step axis crosses threads
+    # Partial sums per (row, step slot): the reduction over the step axis crosses threads
     # (shuffles and shared memory; half the loop's instructions in sm_90a SASS when it ran every
     # step), so it runs once after the loop.
-    acc = tl.zeros((ROWS, NNZ_STEP, PIECES, BLOCK_N // PIECES), dtype=tl.float32)
+    acc = tl.zeros((ROWS, NNZ_STEP, BLOCK_N), dtype=tl.float32)
     if PREFETCH:
         # A step's gather needs its column indices, which come from memory too: loading the next
         # step's indices and values before waiting on this step's gather leaves one memory latency
@@ -96,34 +91,24 @@ def _spmm_kernel(
             b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
             cols, vals_next, k_ok = _load_step(col_ptr, val_ptr, start, length, step + NNZ_STEP, NNZ_STEP,
                                                 OFFSETS_32)
-            acc += vals[:, :, None, None] * b.to(tl.float32)
+            acc += vals[:, :, None] * b.to(tl.float32)
             vals = vals_next
     else:
         for step in range(0, max_len, NNZ_STEP):
             cols, vals, k_ok = _load_step(col_ptr, val_ptr, start, length, step, NNZ_STEP, OFFSETS_32)
             b = _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N)
-            acc += vals[:, :, None, None] * b.to(tl.float32)
+            acc += vals[:, :, None] * b.to(tl.float32)
 
     y = add_row_bias(tl.sum(acc, axis=1), bias_ptr, rows, slot_ok, HAS_BIAS)
-    y_ptrs = y_ptr + rows[:, None, None] * stride_ym + offs_n[None, :, :] * stride_yn
-    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=slot_ok[:, None, None] & n_ok[None, :, :])
-
-
-@triton.jit
-def column_pieces(BLOCK_N: tl.constexpr, PIECES: tl.constexpr, VEC: tl.constexpr):
-    """Offsets of a BLOCK_N-wide column block as (PIECES, BLOCK_N // PIECES): piece p holds columns
-    p * BLOCK_N // PIECES onwards, contiguous in runs of VEC."""
-    width: tl.constexpr = BLOCK_N // PIECES
-    within = tl.max_contiguous(tl.multiple_of(tl.arange(0, width), VEC), VEC)
-    return (tl.arange(0, PIECES) * width)[:, None] + within[None, :]
+    y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
+    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=slot_ok[:, None] & n_ok[None, :])
 
 
 @triton.jit
 def add_row_bias(y, bias_ptr, rows, row_ok, HAS_BIAS: tl.constexpr):
-    """The (ROWS, PIECES, BLOCK_N // PIECES) fp32 tile ``y`` plus its rows' bias: a layer's bias add
-    is then no pass of its own."""
+    """The (ROWS, BLOCK_N) fp32 tile ``y`` plus its rows' bias: a layer's bias add is then no pass of its own."""
     if HAS_BIAS:
-        y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)[:, None, None]
+        y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)[:, None]
     return y
 
 
@@ -158,13 +143,12 @@ def b_row_index(cols, OFFSETS_32: tl.constexpr):
 
 @triton.jit
 def _gather_b(b_block, cols, k_ok, offs_bn, n_ok, stride_bk, stride_bn, EVEN_N: tl.constexpr):
-    """The rows of B the nonzeros select, as a (ROWS, NNZ_STEP, PIECES, BLOCK_N // PIECES) tile of
-    one column block."""
+    """The rows of B the nonzeros select, as a (ROWS, NNZ_STEP, BLOCK_N) tile of one column block."""
     # The offset is summed before it meets the pointer: one widening add per gathered piece.
-    b_ptrs = b_block + (cols[:, :, None, None] * stride_bk + offs_bn[None, None, :, :] * stride_bn)
+    b_ptrs = b_block + (cols[:, :, None] * stride_bk + offs_bn[None, None, :] * stride_bn)
     if EVEN_N:
-        return tl.load(b_ptrs, mask=k_ok[:, :, None, None], other=0.0)
-    return tl.load(b_ptrs, mask=k_ok[:, :, None, None] & n_ok[None, None, :, :], other=0.0)
+        return tl.load(b_ptrs, mask=k_ok[:, :, None], other=0.0)
+    return tl.load(b_ptrs, mask=k_ok[:, :, None] & n_ok[None, None, :], other=0.0)
 
 
 @dataclass(frozen=True)
@@ -182,18 +166,12 @@ class SpMMConfig:
     kernel: str = "csr"
     # Load the next step's indices and values before waiting on this step's gather (CSR kernel).
     prefetch: bool = False
-    # Pieces the N tile is cut into, each thread holding one vector of every piece: one index,
-    # value and address per gathered row serve PIECES vectors of B.
-    pieces: int = 1
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"SpMMConfig: unknown kernel {self.kernel!r}; use one of {KERNELS}")
         if self.prefetch and self.kernel != "csr":
             raise ValueError(f"SpMMConfig: prefetch is a CSR-kernel option; kernel {self.kernel!r} has none")
-        if self.pieces < 1 or self.pieces & (self.pieces - 1) or self.pieces * self.vec > self.block_n:
-            raise ValueError(f"SpMMConfig: pieces={self.pieces} must be a power of two that cuts block_n="
-                             f"{self.block_n} into pieces of at least vec={self.vec} columns")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -261,7 +239,6 @@ def spmm(
         EVEN_N=n % config.block_n == 0,
         SWIZZLE=config.swizzle,
         PREFETCH=config.prefetch,
-        PIECES=config.pieces,
         OFFSETS_32=offsets_fit_32_bits(b),
         HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
@@ -326,13 +303,6 @@ _NNZ_STEPS = (8, 16, 32)
 _LONG_STEPS = (64, 128)
 LONG_STEP_MAX_N = 32
 _BLOCK_NS = (16, 32, 64, 128)
-# N tiles cut into pieces (``pieces``), from N = 64 up. On the H200 (BENCHMARKS.md 7p) pieces won
-# 3-6% where they won (fp32, N = 128, 11008 x 4096 and 4096 x 11008: 4 pieces of a 128-wide tile)
-# and lost most pairings with their one-piece twins; at N = 16 every pieced config ran slower
-# (median 0.88-0.94x for 2 pieces, 0.65-0.74x for 4). Tiles wider than 128 cut into pieces won
-# rarely and only where a narrower one-piece config won too: not in the space.
-_PIECES = (1, 2, 4)
-PIECES_MIN_N = 64
 _VECS = (4, 2, 1)  # widest first: only the widest load N's alignment allows enters the space
 # 16-byte pieces of B's rows (8 fp16/bf16 values a thread), from this N up, beside width 4. Per
 # nonzero they halve the index, value and address work (28-31% fewer loop instructions per
@@ -381,13 +351,12 @@ def tile_configs(problem: SpMMProblem, budget: DeviceBudget | None, row_options:
     if problem.n >= _WIDE_VEC_MIN_N and problem.n % _WIDE_VEC == 0 and problem.dtype != torch.float32:
         vecs = (_WIDE_VEC, *vecs)
     prefetch = prefetches(problem, kernel)
-    pieces_options = _PIECES if problem.n >= PIECES_MIN_N else (1,)
     steps = _NNZ_STEPS + (_LONG_STEPS if problem.n <= LONG_STEP_MAX_N else ())
-    for rows, step, bn, pieces, vec, warps, stages, swz in itertools.product(
-        row_options, steps, _BLOCK_NS, pieces_options, vecs, _WARPS, _STAGES, (False, True)
+    for rows, step, bn, vec, warps, stages, swz in itertools.product(
+        row_options, steps, _BLOCK_NS, vecs, _WARPS, _STAGES, (False, True)
     ):
         threads = 32 * warps
-        if bn > n_cap or vec * pieces > bn or rows > max(1, triton.next_power_of_2(problem.m)):
+        if bn > n_cap or vec > bn or rows > max(1, triton.next_power_of_2(problem.m)):
             continue
         if vec == _WIDE_VEC and bn < _WIDE_VEC_MIN_BLOCK_N:
             continue
@@ -399,7 +368,7 @@ def tile_configs(problem: SpMMProblem, budget: DeviceBudget | None, row_options:
         regs_per_thread = 32 + 2 * tile // threads  # estimate: gathered tile, accumulator of its shape, addresses
         if regs_per_thread > 255 or regs_per_thread * threads > budget.registers_per_sm:
             continue
-        out.append(SpMMConfig(rows, step, bn, vec, swz, warps, stages, kernel, prefetch, pieces))
+        out.append(SpMMConfig(rows, step, bn, vec, swz, warps, stages, kernel, prefetch))
     return out
 
 
@@ -425,8 +394,4 @@ def repair(config: SpMMConfig, problem: SpMMProblem) -> SpMMConfig:
     while vec > 1 and (problem.n % vec or vec > block_n):
         vec //= 2
     rows = min(config.rows, max(1, triton.next_power_of_2(problem.m)))
-    pieces = config.pieces if problem.n >= PIECES_MIN_N else 1
-    while pieces * vec > block_n:
-        pieces //= 2
-    return replace(config, rows=rows, block_n=block_n, vec=vec, pieces=pieces,
-                   prefetch=prefetches(problem, config.kernel))
+    return replace(config, rows=rows, block_n=block_n, vec=vec, prefetch=prefetches(problem, config.kernel))

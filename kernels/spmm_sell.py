@@ -26,7 +26,6 @@ from stuning.kernels.spmm import (
     b_row_index,
     check_b_and_out,
     check_bias,
-    column_pieces,
     fill_bias,
     offsets_fit_32_bits,
     tile_configs,
@@ -59,7 +58,6 @@ def _spmm_sell_kernel(
     STEP: tl.constexpr,
     BLOCK_N: tl.constexpr,
     VEC: tl.constexpr,
-    PIECES: tl.constexpr,
     EVEN_N: tl.constexpr,
     OFFSETS_32: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -74,35 +72,35 @@ def _spmm_sell_kernel(
     slot = tl.arange(0, SLICE_ROWS)
     rows = tl.load(row_id_ptr + pid_s * SLICE_ROWS + slot).to(tl.int64)
 
-    # The N tile in PIECES pieces on an axis of their own, as in the CSR kernel (``column_pieces``).
-    offs_n = pid_n * BLOCK_N + column_pieces(BLOCK_N, PIECES, VEC)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_n = tl.max_contiguous(tl.multiple_of(offs_n, VEC), VEC)
     n_ok = offs_n < N
 
-    # Partial sums per (row, step slot, piece): the reduction over the step axis crosses threads
+    # Partial sums per (row, step slot): the reduction over the step axis crosses threads
     # (shuffles and shared memory), so it runs once after the loop, not every step.
-    acc = tl.zeros((SLICE_ROWS, STEP, PIECES, BLOCK_N // PIECES), dtype=tl.float32)
+    acc = tl.zeros((SLICE_ROWS, STEP, BLOCK_N), dtype=tl.float32)
     for step in range(0, length, STEP):
         # Column-major slice: entry j of slot r at start + j * SLICE_ROWS + r, a contiguous block.
-        # Indexed (rows, step, 1, 1), in the gather's shape: the indices then reach the gather's
-        # layout as 32-bit words through shared memory, with no int16 pairs to unpack (8 PRMTs a step
+        # Indexed (rows, step, 1), in the gather's shape: the indices then reach the gather's layout
+        # as 32-bit words through shared memory, with no int16 pairs to unpack (8 PRMTs a step
         # fewer on 32x4x32 in sm_90a SASS; 12% faster at N = 128 on the H200, BENCHMARKS.md 7o).
-        idx = start + (step + tl.arange(0, STEP))[None, :, None, None] * SLICE_ROWS + slot[:, None, None, None]
+        idx = start + (step + tl.arange(0, STEP))[None, :, None] * SLICE_ROWS + slot[:, None, None]
         cols = b_row_index(tl.load(col_ptr + idx), OFFSETS_32)
         # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
         vals = tl.load(val_ptr + idx).to(tl.float32)
-        b_ptrs = b_ptr + (cols * stride_bk + offs_n[None, None, :, :] * stride_bn)
+        b_ptrs = b_ptr + (cols * stride_bk + offs_n[None, None, :] * stride_bn)
         if EVEN_N:
             b = tl.load(b_ptrs)
         else:
-            b = tl.load(b_ptrs, mask=n_ok[None, None, :, :], other=0.0)
+            b = tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
         acc += vals * b.to(tl.float32)
 
     y = add_row_bias(tl.sum(acc, axis=1), bias_ptr, rows, rows >= 0, HAS_BIAS)
-    y_ptrs = y_ptr + rows[:, None, None] * stride_ym + offs_n[None, :, :] * stride_yn
+    y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
     if EVEN_N:
-        mask = (rows >= 0)[:, None, None]
+        mask = (rows >= 0)[:, None]
     else:
-        mask = (rows >= 0)[:, None, None] & n_ok[None, :, :]
+        mask = (rows >= 0)[:, None] & n_ok[None, :]
     tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -159,7 +157,6 @@ def spmm_sell(
         STEP=config.nnz_step,
         BLOCK_N=config.block_n,
         VEC=config.vec,
-        PIECES=config.pieces,
         EVEN_N=n % config.block_n == 0,
         OFFSETS_32=offsets_fit_32_bits(b),
         HAS_BIAS=bias is not None,

@@ -68,9 +68,8 @@ def _spmm_config(kernel: str):
     def parse(text: str):
         tiles, vec, warps, stages, *flags = text.split(":")
         rows, step, bn = (int(v) for v in tiles.split("x"))
-        pieces = next((int(f[1:]) for f in flags if f.startswith("P")), 1)
         return spmm.SpMMConfig(rows, step, bn, int(vec), True, int(warps), int(stages), kernel,
-                               prefetch="p" in flags, pieces=pieces)
+                               prefetch=flags == ["p"])
     return parse
 
 
@@ -99,19 +98,19 @@ KERNELS = {
                            "EVEN_K": not ragged, "HAS_BIAS": False, "num_warps": c.num_warps, "stride_yn": 1},
         {"mask_ptr": "*i32", "partial_ptr": "*fp32", "count_ptr": "*i32"}, "W element",
         lambda c, ops: c.block_m * c.block_k / (32 * c.num_warps), gluon=True), _hopper_config),
-    # ROWSxSTEPxBN:VEC:WARPS:STAGES, :p for the CSR kernel's prefetch, :P2 for 2 pieces of the N tile
+    # ROWSxSTEPxBN:VEC:WARPS:STAGES, and :p for the CSR kernel's prefetch
     "spmm": (KernelSpec(
         spmm._spmm_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,4x16x32:8:4:2,8x16x64:8:4:2,4x16x128:8:4:2",
         lambda c, ragged: {"ROWS": c.rows, "NNZ_STEP": c.nnz_step, "BLOCK_N": c.block_n, "VEC": c.vec,
                            "ROW_ALIGN": 8, "EVEN_N": True, "SWIZZLE": c.swizzle, "PREFETCH": c.prefetch,
-                           "PIECES": c.pieces, "OFFSETS_32": not OFFSETS_64, "stride_bn": 1, "stride_yn": 1},
+                           "OFFSETS_32": not OFFSETS_64, "stride_bn": 1,
+                           "stride_yn": 1},
         {"crow_ptr": "*i32", "col_ptr": "*i32", "row_order_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("csr")),
     "spmm-sell": (KernelSpec(
         spmm_sell._spmm_sell_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,32x4x16:8:4:2,16x8x64:8:4:2,8x8x128:8:4:2",
         lambda c, ragged: {"SLICE_ROWS": c.rows, "STEP": c.nnz_step, "BLOCK_N": c.block_n, "VEC": c.vec,
-                           "PIECES": c.pieces, "EVEN_N": True, "OFFSETS_32": not OFFSETS_64, "stride_bn": 1,
-                           "stride_yn": 1},
+                           "EVEN_N": True, "OFFSETS_32": not OFFSETS_64, "stride_bn": 1, "stride_yn": 1},
         {"slice_ptr": "*i32", "col_ptr": "*i16", "row_id_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("sell")),
 }

@@ -129,7 +129,7 @@ def test_incremental_refit_on_few_trials_keeps_what_was_learned():
 
     model.fit("spmm", samples)
     learned = penalty(model)
-    # exp(1.2) = 3.3; the effect-ridge shrinks it: 1.6-2.2x on these 12 problems whichever configs are sampled.
+    # exp(1.2) = 3.3; the effect-ridge shrinks it: 1.6-2.1x on these 12 problems whichever configs are sampled.
     assert learned > 1.5
     model.fit("spmm", samples[:5], incremental=True)
     assert penalty(model) > 0.8 * learned  # a few new trials do not wipe it out

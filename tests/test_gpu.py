@@ -105,27 +105,6 @@ def test_spmm_16_byte_pieces_of_b(device_gen, dtype, tol, config, n):
     assert_close(y, spmm_ref(dense, b), tol, f"spmm vec 8 n={n} {config}")
 
 
-# N tiles in pieces (pieces > 1), for both kernels and both vector widths, N filling its tiles and not.
-PIECED_CONFIGS = [
-    spmm_kernel.SpMMConfig(rows=1, nnz_step=16, block_n=64, vec=4, num_warps=2, num_stages=1, pieces=2),
-    spmm_kernel.SpMMConfig(rows=8, nnz_step=8, block_n=128, vec=4, swizzle=True, num_warps=4, num_stages=1, pieces=4),
-    spmm_kernel.SpMMConfig(rows=2, nnz_step=8, block_n=128, vec=4, num_warps=2, num_stages=1, kernel="sell", pieces=4),
-    spmm_kernel.SpMMConfig(rows=4, nnz_step=8, block_n=128, vec=8, swizzle=True, num_warps=2, num_stages=1,
-                           kernel="sell", pieces=2),
-]
-
-
-@pytest.mark.parametrize("n", [128, 200])
-@pytest.mark.parametrize("config", PIECED_CONFIGS, ids=config_id)
-@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
-def test_spmm_n_tile_in_pieces(device_gen, dtype, tol, config, n):
-    dense = skewed_sparse(SPMM_M, SPMM_K, SPMM_DENSITY * SPMM_K, dtype, device_gen, cv=0.45, empty_rows=64)
-    b = randn(SPMM_K, n, dtype=dtype, gen=device_gen)
-    config = spmm_kernel.repair(config, spmm_kernel.SpMMProblem(SPMM_M, SPMM_K, n, 1, dtype))
-    y = stuning.spmm(CSRMatrix.from_dense(dense, pad_to=4), b, config=config)
-    assert_close(y, spmm_ref(dense, b), tol, f"spmm pieces n={n} {config}")
-
-
 @pytest.mark.parametrize("n", [16, 100])
 @pytest.mark.parametrize("config", PREFETCH_CONFIGS, ids=config_id)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)

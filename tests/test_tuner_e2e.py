@@ -62,8 +62,8 @@ def test_run_time_chain_exact_nearest_model(db_dir, gen):
         return SELECTOR.choose(spmm_features(matrix, n), key_for(spmm_features(matrix, n)))
 
     cfg, how = source(a, 32)
-    # Stored before these fields existed; N = 32 is a decode width, where CSR configs prefetch.
-    assert how == "exact" and cfg.as_dict() == {**ODD, "kernel": "csr", "prefetch": True, "pieces": 1}
+    # Stored before either field existed; N = 32 is a decode width, where CSR configs prefetch.
+    assert how == "exact" and cfg.as_dict() == {**ODD, "kernel": "csr", "prefetch": True}
     cfg, how = source(a, 33)  # another width bucket: the nearest entry, repaired (vec must divide 33)
     assert how == "nearest" and cfg.rows == 2 and cfg.vec == 1
     far = CSRMatrix.from_dense(random_sparse(400, 640, 0.9, torch.float32, gen))

@@ -92,13 +92,12 @@ def gather_efficiency(cfg: SpMMConfig, n: int, elt: int) -> float:
 
 def load_issue(cfg: SpMMConfig, elt: int) -> float:
     """Narrow (scalar 16-bit) loads issue more instructions per byte. 16-byte pieces (width 8) won
-    or lost by 20-50% per config on the H200 with no rule found (kernels/spmm.py), and N tiles cut
-    into pieces (``pieces``) won a few percent on some problems and lost on most: this prior ranks
-    each just behind its plain twin (a model fitted to timings may learn otherwise), and a search's
+    or lost by 20-50% per config on the H200 with no rule found (kernels/spmm.py): this prior
+    ranks them just behind width 4 (a model fitted to timings may learn otherwise), and a search's
     climb still tries them on its best config."""
     if cfg.vec == 1 and elt < 4:
         return 1.15
-    return (1.02 if cfg.vec == 8 else 1.0) * (1.02 if cfg.pieces > 1 else 1.0)
+    return 1.02 if cfg.vec == 8 else 1.0
 
 
 def _gather_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec, *, dram: float, l2: float,
