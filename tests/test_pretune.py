@@ -208,3 +208,38 @@ def test_measured_pretune_on_the_gpu_then_skipped(db_dir, monkeypatch):
         ref = torch.relu(x.float() @ model[0].dense_weight().float().t() + model[0].bias.float())
         ref = ref @ model[2].dense_weight().float().t() + model[2].bias.float()
         assert (y.float() - ref).norm() / ref.norm() < 1e-2
+
+
+def test_tuning_writes_y_as_the_layer_does(monkeypatch):
+    """SparseLinear writes Y^T through a transposed out=; its tuning problems run and check the
+    kernel the same way, so a fault of that path alone (the 2:4 split-K race of BENCHMARKS.md 7p)
+    fails the check instead of being timed."""
+    from stuning.nn import weights
+    from stuning.nn.pretune import collect_problems
+    from stuning.tuning.objective import KernelObjective
+    from stuning.tuning.search import TrialFailure
+
+    model = nn.Sequential(nn.Linear(64, 48))
+    stuning.sparsify(model, sparsity=0.8, min_size=0)
+    conv = stuning.nn.SparseConv2d.from_conv(nn.Conv2d(8, 16, 3), "csr")
+    assert model[0].writes_y_transposed() and not conv.writes_y_transposed()
+    problems, held = collect_problems(model, [16])
+    assert [p.y_transposed for p in problems] == [True]
+    problem = held[problems[0].key].tuning_problem(16, y_transposed=True)
+    config = stuning.kernels.spmm.heuristic(stuning.kernels.spmm.SpMMProblem(48, 64, 16, 600, torch.float32))
+    y = problem.run(config)
+    assert y.shape == (48, 16) and y.stride() == (1, 48)
+    KernelObjective(problem.run, problem.reference, "float32").check(config)
+
+    def wrong_when_transposed(*args, out=None, **kwargs):
+        y = real_spmm(*args, out=out, **kwargs)
+        if out is not None and not out.is_contiguous():
+            y[: y.shape[0] // 2] = 0  # rows lost only on the transposed path
+        return y
+
+    real_spmm = weights.spmm
+    monkeypatch.setattr(weights, "spmm", wrong_when_transposed)
+    contiguous = held[problems[0].key].tuning_problem(16)
+    KernelObjective(contiguous.run, contiguous.reference, "float32").check(config)  # the old way: passes
+    with pytest.raises(TrialFailure, match="relative error"):
+        KernelObjective(problem.run, problem.reference, "float32").check(config)

@@ -171,6 +171,12 @@ class SparseLayer(nn.Module):
         that what a forward looks up is what was timed."""
         return False
 
+    def writes_y_transposed(self) -> bool:
+        """Whether the kernel path writes Y^T through a transposed ``out=`` rather than a contiguous
+        Y. Tuning writes the same way: the stores differ, and so may a kernel's faults (a split-K
+        race struck only the transposed output, BENCHMARKS.md 7p)."""
+        return False
+
     def _dense_is_faster(self, n: int) -> bool:
         """Whether to run ``W @ X`` (N = ``n``) dense: ``dense_fallback`` is on, the kernels would run,
         and the tuning database timed the dense product faster at this token bucket."""
@@ -275,6 +281,9 @@ class SparseLinear(SparseLayer):
         if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError(f"SparseLinear: input of shape {tuple(x.shape)} does not end in "
                              f"in_features = {self.in_features}")
+
+    def writes_y_transposed(self) -> bool:
+        return True
 
     def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
         if self.sparse_weight.op != "spmm" or n <= 1:  # 2:4 loads X in dot tiles; one column is contiguous

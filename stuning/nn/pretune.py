@@ -37,6 +37,9 @@ class PretuneProblem:
     dtype: str
     layers: list[str]  # every layer sharing the key; the first one's weight is what is tuned
     x_transposed: bool = False  # the layers read X through a transposed view (SparseLinear.reads_x_transposed)
+    # The layers write Y^T through a transposed out= (SparseLinear.writes_y_transposed); where layers
+    # of both kinds share a key, the first one's way is tuned.
+    y_transposed: bool = False
     status: str = ""  # tuned | skipped (already in the database) | unsupported | failed
     config: dict | None = None
     measured: bool = False
@@ -163,7 +166,7 @@ def collect_problems(model: nn.Module, tokens: Iterable[int] | dict[str, Iterabl
                 problems[key].layers.append(name)
                 continue
             problems[key] = PretuneProblem(key, w.op, w.shape, t, dtype_name(wanted), [name],
-                                           x_transposed=x_transposed)
+                                           x_transposed=x_transposed, y_transposed=layer.writes_y_transposed())
             weights[key] = w
             if wanted not in w.kernel_dtypes:
                 problems[key].status = UNSUPPORTED
@@ -261,7 +264,7 @@ def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, ru
     from stuning.tuning.search import TrialFailure
 
     problem = weight.tuning_problem(p.tokens, dtype=TORCH_DTYPES[p.dtype], device=run_device, seed=options["seed"],
-                                    x_transposed=p.x_transposed)
+                                    x_transposed=p.x_transposed, y_transposed=p.y_transposed)
     try:
         outcome, key = tune_problem(problem, db=db, **options)
     except (ValueError, RuntimeError, TrialFailure) as e:

@@ -133,10 +133,11 @@ class SparseWeight(ABC):
         return self.to_dense().to(torch_compute_dtype(self.dtype, self.device)).to_sparse_csr()
 
     def tuning_problem(self, n: int, *, dtype: torch.dtype | None = None, device=None, seed: int = 0,
-                       x_transposed: bool = False):
+                       x_transposed: bool = False, y_transposed: bool = False):
         """A ``stuning.tuning.problems.Problem`` of ``W @ X`` on this very weight: random X (K x N;
         ``x_transposed``: a transposed view of an N x K tensor, as a layer passes it), a run per config
-        through the public op, an fp32 reference, and the dense product it replaces."""
+        through the public op (``y_transposed``: into a transposed view of a fresh N x M tensor, as
+        ``SparseLinear`` writes), an fp32 reference, and the dense product it replaces."""
         from stuning.tuning.problems import Problem
 
         dtype = dtype or self.dtype
@@ -147,8 +148,13 @@ class SparseWeight(ABC):
         x = x.t() if x_transposed else x
         dense = weight.to_dense()
         reference = dense.float() @ x.float()
-        return Problem(None, weight.features(n, x_transposed=x_transposed), lambda c: weight._launch(x, c, None, None),
-                       reference, {"w": weight, "x": x}, lambda: dense @ x)
+
+        def run(config):
+            out = torch.empty(n, self.shape[0], dtype=dtype, device=weight.device).t() if y_transposed else None
+            return weight._launch(x, config, out, None)
+
+        return Problem(None, weight.features(n, x_transposed=x_transposed), run, reference, {"w": weight, "x": x},
+                       lambda: dense @ x)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""
