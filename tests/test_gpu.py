@@ -320,8 +320,12 @@ def test_semi24(device_gen, dtype, tol, n, config):
     dense = random_24(SEMI_M, SEMI_K, dtype, device_gen)
     w = Semi24Matrix.from_dense(dense)
     x = randn(SEMI_K, n, dtype=dtype, gen=device_gen)
+    ref = semi24_ref(dense, x)
     y = stuning.semi24_mm(w, x, config=config)
-    assert_close(y, semi24_ref(dense, x), tol, f"semi24 n={n} {config}")
+    assert_close(y, ref, tol, f"semi24 n={n} {config}")
+    # Y^T, as SparseLinear writes it: another store layout, in which split-K once raced (7p).
+    y_t = stuning.semi24_mm(w, x, config=config, out=torch.empty(n, SEMI_M, dtype=dtype, device=x.device).t())
+    assert_close(y_t, ref, tol, f"semi24 n={n} {config}, Y^T")
 
 
 # (M, K, N): ragged M and K, N tiles wider than N, split-K with uneven shares.
