@@ -306,6 +306,7 @@ class SparseLinear(SparseLayer):
             # The kernels gather rows of X^T: a contiguous copy, unless X is small (X_VIEW_MAX_BYTES).
             # They write Y^T through Y's strides with the bias added: a transpose-and-add pass cost
             # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
+            # (writes_y_transposed tells pretune so: it tunes and checks the kernels this way too.)
             y = torch.empty(xt.shape[1], self.out_features, dtype=x.dtype, device=x.device)
             # (the view's rows must be X's contiguous ones: what the tuned key says was timed)
             xt = x2.contiguous().t() if self.reads_x_transposed(xt.shape[1]) else xt.contiguous()
