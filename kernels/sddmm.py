@@ -144,8 +144,10 @@ def sddmm(
     beta: float,
     config: SDDMMConfig,
     tiles: Callable[[int, int, int], object] | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B.
+    """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B,
+    into ``out`` (the nnz values, contiguous; allocated when None).
 
     The gather kernel reads ``row_ids`` and ``col``; the tiled one reads ``tiles(block_m, block_n,
     chunk)``, the mask's ``OutputTiles`` (``stuning.formats.output_tiles``: built and cached by the
@@ -164,17 +166,17 @@ def sddmm(
     check_device(a.device, "sddmm input")
     nnz = col.numel()
     k = a.shape[1]
+    out = _check_out(out, nnz, a)
     if nnz == 0:
-        return torch.empty(0, dtype=a.dtype, device=a.device)
+        return out
     if config.kernel == "tiled":
         if tiles is None:
             raise ValueError("sddmm: the tiled kernel needs the mask's output tiles (tiles=)")
         return sddmm_tiled.sddmm_tiled(
             tiles(config.block_m, config.block_n, config.chunk), mask_values, a, b, alpha=alpha, beta=beta,
             block_k=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
-            tiles_per_program=config.tiles_per_program,
+            tiles_per_program=config.tiles_per_program, out=out,
         )
-    out = torch.empty(nnz, dtype=a.dtype, device=a.device)
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](
         row_ids,
@@ -199,6 +201,17 @@ def sddmm(
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
+    return out
+
+
+def _check_out(out: torch.Tensor | None, nnz: int, a: torch.Tensor) -> torch.Tensor:
+    if out is None:
+        return torch.empty(nnz, dtype=a.dtype, device=a.device)
+    if out.shape != (nnz,) or out.dtype != a.dtype or out.device != a.device:
+        raise ValueError(f"sddmm: out must be {a.dtype} ({nnz},) on {a.device}, got {out.dtype} "
+                         f"{tuple(out.shape)} on {out.device}")
+    if not out.is_contiguous():
+        raise ValueError("sddmm: out must be contiguous")
     return out
 
 
@@ -262,3 +275,4 @@ def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     while vec > 1 and (problem.k % vec or vec > block_k):
         vec //= 2
     return SDDMMConfig(config.nnz_block, block_k, vec, config.num_warps, config.num_stages)
+

@@ -238,10 +238,11 @@ def sddmm_tiled(
     num_warps: int,
     num_stages: int,
     tiles_per_program: int = 1,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch the tiled kernel on a mask's ``OutputTiles`` (its block_m, block_n and chunk are the
     kernel's), each program taking up to ``tiles_per_program`` consecutive tiles of one band of
-    rows; A, B and the values are validated by the caller (``sddmm.sddmm``)."""
+    rows; A, B, the values and ``out`` are validated by the caller (``sddmm.sddmm``)."""
     if not (tiles.local.device == tiles.dest.device == a.device):
         raise ValueError(f"sddmm_tiled: the mask's tiles are on {tiles.dest.device}, A on {a.device}")
     if tiles.tile_ptr.numel() != tiles.count + 1 or tiles.local.numel() != tiles.entries:
@@ -250,7 +251,8 @@ def sddmm_tiled(
         raise ValueError(f"sddmm_tiled: {tiles.entries} entries are not padded to chunks of {tiles.chunk}")
     m, k = a.shape
     n = b.shape[1]
-    out = torch.empty(mask_values.numel(), dtype=a.dtype, device=a.device)
+    if out is None:
+        out = torch.empty(mask_values.numel(), dtype=a.dtype, device=a.device)
     if tiles.count == 0:
         return out
     if tiles_per_program < 1 or tiles_per_program & (tiles_per_program - 1):

@@ -107,7 +107,7 @@ def sweep(case, space, *, workers: int, seconds: float) -> tuple[pd.DataFrame, o
         precompile(case, space, workers=workers)
     compile_s = time.perf_counter() - t0
     problem = build_problem(case)
-    objective = KernelObjective(problem.run, problem.reference, problem.features.dtype, timer=quick_timer)
+    objective = KernelObjective(problem, timer=quick_timer)
     rows = []
     start = time.perf_counter()
     for config in space:
@@ -162,8 +162,9 @@ def measure_problem(case, model: CostModel, device, args, db) -> dict | None:
     visited = {t.config for t in replayed.trials}
     model_pick = next(c for c, _ in ranked if c in set(ok.config))
     heuristic = fam.default(features)
+    checker = KernelObjective(problem)
     try:
-        KernelObjective(problem.run, problem.reference, features.dtype).check(heuristic)
+        checker.check(heuristic)
         heuristic_ok = True
     except TrialFailure:
         heuristic_ok = False
@@ -173,7 +174,7 @@ def measure_problem(case, model: CostModel, device, args, db) -> dict | None:
     if heuristic_ok:
         contenders.add(("heuristic", heuristic))
     configs = {c for _, c in contenders}
-    final = retime_alternating({c: (lambda c=c: problem.run(c)) for c in configs}, timer=final_timer)
+    final = retime_alternating({c: checker.timed(c) for c in configs}, timer=final_timer)
     oracle_config = min(finalists, key=lambda c: (final[c], repr(c)))
     best_t = final[oracle_config]
     top10 = [c for c, _ in ranked[:10]]

@@ -116,7 +116,7 @@ def fake_measuring(monkeypatch):
     import stuning.tuning.driver as driver
 
     class FiveMicroseconds:
-        def __init__(self, run, reference, dtype):
+        def __init__(self, problem):
             pass
 
         def __call__(self, config):

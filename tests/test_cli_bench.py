@@ -107,7 +107,7 @@ def test_sweep_exit_code_when_results_are_wrong(db_dir, tmp_path, capsys, monkey
     def wrong_everywhere(case, **kw):
         problem = real_build(case, **kw)
         run = problem.run
-        problem.run = lambda config: run(config) * 3
+        problem.run = lambda config, out=None: run(config, out).mul_(3)
         return problem
 
     monkeypatch.setattr(sweep_module, "build_problem", wrong_everywhere)

@@ -229,7 +229,7 @@ def test_tuning_writes_y_as_the_layer_does(monkeypatch):
     config = stuning.kernels.spmm.heuristic(stuning.kernels.spmm.SpMMProblem(48, 64, 16, 600, torch.float32))
     y = problem.run(config)
     assert y.shape == (48, 16) and y.stride() == (1, 48)
-    KernelObjective(problem.run, problem.reference, "float32").check(config)
+    KernelObjective(problem).check(config)
 
     def wrong_when_transposed(*args, out=None, **kwargs):
         y = real_spmm(*args, out=out, **kwargs)
@@ -240,6 +240,6 @@ def test_tuning_writes_y_as_the_layer_does(monkeypatch):
     real_spmm = weights.spmm
     monkeypatch.setattr(weights, "spmm", wrong_when_transposed)
     contiguous = held[problems[0].key].tuning_problem(16)
-    KernelObjective(contiguous.run, contiguous.reference, "float32").check(config)  # the old way: passes
+    KernelObjective(contiguous).check(config)  # the old way: passes
     with pytest.raises(TrialFailure, match="relative error"):
-        KernelObjective(problem.run, problem.reference, "float32").check(config)
+        KernelObjective(problem).check(config)

@@ -296,3 +296,29 @@ def test_error_non_finite_scalars(mask16, device, bad):
 def test_error_unknown_config_field(mask16, device):
     with pytest.raises(ValueError, match=r"unknown SDDMMConfig fields \['rows'\]"):
         stuning.sddmm(mask16, f16(6, 4, device=device), f16(4, 5, device=device), config={"rows": 2})
+
+
+@pytest.mark.parametrize("kernel", ["gather", "tiled"])
+def test_kernel_launcher_writes_into_out(gen, device, kernel):
+    """Every value of a NaN-filled ``out`` is written, by either kernel (the tuner's check relies on it)."""
+    from stuning.formats import output_tiles
+
+    mask_dense, a, b = inputs(gen, torch.float16, M, N, K)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    problem = SDDMMProblem(M, N, K, mask.nnz, torch.float16)
+    config = sddmm_kernel.heuristic(problem) if kernel == "gather" else sddmm_kernel.tiled_heuristic(problem)
+    out = torch.full((mask.nnz,), float("nan"), dtype=torch.float16, device=device)
+    got = sddmm_kernel.sddmm(mask.row_ids(), mask.col, mask.values, a.to(device), b.to(device), alpha=1.0,
+                             beta=0.0, config=config, tiles=lambda *t: output_tiles(mask, *t), out=out)
+    assert got is out
+    assert_close(out.cpu(), values_ref(mask, sddmm_ref(mask_dense, a, b)), TOL[torch.float16])
+
+
+@pytest.mark.parametrize("bad", ["shape", "dtype", "strided"])
+def test_error_kernel_launcher_out(mask16, device, bad):
+    nnz = mask16.nnz
+    out = {"shape": f16(nnz + 1, device=device), "dtype": torch.ones(nnz, device=device),
+           "strided": f16(2 * nnz, device=device)[::2]}[bad]
+    with pytest.raises(ValueError, match="out must be"):
+        sddmm_kernel.sddmm(mask16.row_ids(), mask16.col, mask16.values, f16(6, 4, device=device),
+                           f16(4, 5, device=device), alpha=1.0, beta=0.0, config=BASE, out=out)

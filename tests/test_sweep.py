@@ -57,11 +57,11 @@ def test_failing_configs_are_rows_with_a_status(model, monkeypatch):
         problem = real_build(case, **kw)
         run = problem.run
 
-        def run_some_wrong(config):
+        def run_some_wrong(config, out=None):
             if config.num_warps == 2:
                 raise RuntimeError("launch failed")
-            out = run(config)
-            return out * 2 if config.num_stages == 1 else out
+            out = run(config, out)
+            return out.mul_(2) if config.num_stages == 1 else out
 
         problem.run = run_some_wrong
         return problem

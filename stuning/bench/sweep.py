@@ -74,24 +74,24 @@ def sweep_case(case, model, settings: SweepSettings, timer: Callable, *,
         from stuning.tuning.precompile import precompile
 
         precompile(case, [c for c, _ in picked], seed=settings.seed)
-    objective = KernelObjective(problem.run, problem.reference, features.dtype)
+    objective = KernelObjective(problem)
     rows = []
     for i, (config, source) in enumerate(picked):
         row = {**base, "config": json.dumps(config.as_dict()), "source": source,
                "heuristic": config == heuristic, **{f"cfg_{k}": v for k, v in config.as_dict().items()},
                "predicted_us": model.predict_us(features, config), "model_rank": model_rank.get(config)}
         t0 = time.perf_counter()
-        row.update(_measure(objective, problem.run, config, timer))
+        row.update(_measure(objective, config, timer))
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
         on_config(i + 1, len(picked))
     return rows
 
 
-def _measure(objective: KernelObjective, run: Callable, config, timer: Callable) -> dict:
+def _measure(objective: KernelObjective, config, timer: Callable) -> dict:
     try:
         objective.check(config)
-        time_us, method = timer(lambda: run(config))
+        time_us, method = timer(objective.timed(config))
     except TrialFailure as e:
         return {"status": e.status, "message": e.message}
     except Exception as e:  # a timing failure (a launch that cannot be captured, say)

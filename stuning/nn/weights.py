@@ -149,12 +149,16 @@ class SparseWeight(ABC):
         dense = weight.to_dense()
         reference = dense.float() @ x.float()
 
-        def run(config):
-            out = torch.empty(n, self.shape[0], dtype=dtype, device=weight.device).t() if y_transposed else None
-            return weight._launch(x, config, out, None)
+        def new_output():
+            if y_transposed:
+                return torch.empty(n, self.shape[0], dtype=dtype, device=weight.device).t()
+            return torch.empty(self.shape[0], n, dtype=dtype, device=weight.device)
+
+        def run(config, out=None):
+            return weight._launch(x, config, new_output() if out is None else out, None)
 
         return Problem(None, weight.features(n, x_transposed=x_transposed), run, reference, {"w": weight, "x": x},
-                       lambda: dense @ x)
+                       lambda: dense @ x, new_output)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""

@@ -130,7 +130,7 @@ def tune_problem(
     if timer is not None:
         objective = lambda config: timer(features, config)  # no kernel runs, so nothing to compile
     elif measuring:
-        objective = KernelObjective(problem.run, problem.reference, features.dtype)
+        objective = KernelObjective(problem)
         # The configs the search starts with compile in parallel processes while nothing else runs.
         # That is part of the problem's time limit: a user's --seconds bounds the wall time.
         started = time.perf_counter()
@@ -148,7 +148,7 @@ def tune_problem(
         nearby=nearby, exclude=known_failures, strategy_options=strategy_options,
     )
     if check and not measuring:
-        KernelObjective(problem.run, problem.reference, features.dtype).check(outcome.best_config)
+        KernelObjective(problem).check(outcome.best_config)
     if measuring and timer is None and problem.dense_run is not None:
         outcome = dataclasses.replace(outcome, dense_us=dense_baseline_us(problem))
     db.put(outcome_to_entry(outcome), key)

@@ -32,32 +32,38 @@ def classify_failure(e: Exception) -> TrialFailure:
 
 
 class KernelObjective:
-    """``config -> time_us`` for one problem, checking every config's result before timing it."""
+    """``config -> time_us`` for one problem (a ``tuning.problems.Problem``), checking every config's
+    result before timing it."""
 
-    def __init__(
-        self,
-        run: Callable[[object], torch.Tensor],
-        reference: torch.Tensor,
-        dtype: str,
-        *,
-        timer: Callable[[Callable[[], object]], float] | None = None,
-    ):
-        self.run = run
-        self.reference = reference
-        self.tolerance = TOLERANCE[dtype]
+    def __init__(self, problem, *, timer: Callable[[Callable[[], object]], float] | None = None):
+        self.problem = problem
+        self.tolerance = TOLERANCE[problem.features.dtype]
         self.timer = timer or (lambda fn: bench_us(fn)[0])
+        self._timed_out: torch.Tensor | None = None
 
     def check(self, config) -> None:
+        # Into an output filled with NaN: a fresh one from the caching allocator can hold the
+        # previous config's correct product, which a config that writes nothing would pass with.
+        out = self.problem.output().fill_(float("nan"))
         try:
-            out = self.run(config)
-            if out.is_cuda:
+            result = self.problem.run(config, out)
+            if result.is_cuda:
                 torch.cuda.synchronize()
         except Exception as e:
             raise classify_failure(e) from e
-        err = relative_error(out, self.reference)
+        if result.data_ptr() != out.data_ptr():
+            raise TrialFailure("wrong", "the run returned a new tensor instead of writing into the output it was given")
+        err = relative_error(result, self.problem.reference)
         if err > self.tolerance:
             raise TrialFailure("wrong", f"relative error {err:.2e} > {self.tolerance:.0e}")
 
+    def timed(self, config) -> Callable[[], torch.Tensor]:
+        """A run of ``config`` to time: into one output kept across runs, so no allocation is timed."""
+        if self._timed_out is None:
+            self._timed_out = self.problem.output()
+        out = self._timed_out
+        return lambda: self.problem.run(config, out)
+
     def __call__(self, config) -> float:
         self.check(config)
-        return self.timer(lambda: self.run(config))
+        return self.timer(self.timed(config))

@@ -19,18 +19,30 @@ from stuning.matrices import random_semi24, random_sparse
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.features import ProblemFeatures, sddmm_features, semi24_features, spmm_features
 from stuning.tuning.launch import launch_spmm
+from stuning.tuning.registry import TORCH_DTYPES
 
 
 @dataclass
 class Problem:
     case: object
     features: ProblemFeatures
-    run: Callable[[object], torch.Tensor]  # config -> output (the tensor the reference checks)
+    # (config, out=None) -> out: the product written into ``out`` (one ``output()`` made; a fresh one
+    # when None), the tensor the reference checks.
+    run: Callable[..., torch.Tensor]
     reference: torch.Tensor
     inputs: dict
     # The same product done dense (the zeros stored; cuBLAS on a GPU): the baseline the tuned time
     # is worth comparing with.
     dense_run: Callable[[], torch.Tensor] | None = None
+    # An output laid out as the op's users get it, where that is not the reference's (Y^T as a layer
+    # writes it).
+    new_output: Callable[[], torch.Tensor] | None = None
+
+    def output(self) -> torch.Tensor:
+        """An uninitialised tensor for ``run`` to write into."""
+        if self.new_output is not None:
+            return self.new_output()
+        return torch.empty_like(self.reference, dtype=TORCH_DTYPES[self.features.dtype])
 
 
 def build_problem(case, *, device=None, seed: int = 0) -> Problem:
@@ -45,8 +57,8 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         b = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
         ref = dense.float() @ b.float()
 
-        def run(c):
-            return launch_spmm(a, b, c)
+        def run(c, out=None):
+            return launch_spmm(a, b, c, out=out)
 
         return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b}, lambda: dense @ b)
     if isinstance(case, SDDMMCase):
@@ -61,9 +73,9 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         # The tiled kernel's tiles are built on its first run (the objective's check, untimed) and cached.
         tiles = functools.partial(output_tiles, mask)
 
-        def run(c):
+        def run(c, out=None):
             return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
-                                      tiles=tiles)
+                                      tiles=tiles, out=out)
 
         return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b},
                        lambda: a @ b)
@@ -73,8 +85,8 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         x = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
         ref = w.to_dense().float() @ x.float()
 
-        def run(c):
-            return semi24_kernel.semi24_mm(w.values, w.masks, x, k=case.k, config=c)
+        def run(c, out=None):
+            return semi24_kernel.semi24_mm(w.values, w.masks, x, k=case.k, config=c, out=out)
 
         return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x},
                        lambda: w_dense @ x)

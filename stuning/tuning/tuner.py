@@ -121,7 +121,7 @@ def tune(
         # The final few are re-timed in turn, so drift between early and late trials cannot pick them.
         contenders = [t.config for t in top[:RETIME_TOP]]
         medians = retime_alternating(
-            {c: (lambda c=c: objective.run(c)) for c in contenders}, timer=objective.timer
+            {c: objective.timed(c) for c in contenders}, timer=objective.timer
         )
         times.update(medians)
     preds = dict(ranked)

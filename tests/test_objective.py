@@ -1,0 +1,91 @@
+"""The tuner's check of a config (``KernelObjective``) on real problems of each op, in the interpreter.
+
+A check that a wrong config can pass lets the tuner time and store it, so every way a run can come
+back wrong is tried here: nothing written, part written, a fresh tensor in place of the output.
+"""
+
+from __future__ import annotations
+
+import pytest
+from naive import assert_close
+
+from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
+from stuning.tuning.problems import build_problem
+from stuning.tuning.registry import family
+from stuning.tuning.search import TrialFailure
+
+CASES = {
+    "spmm": SpMMCase(24, 40, 16, 0.8, 0.0, "fp32"),
+    "sddmm": SDDMMCase(24, 20, 16, 0.8, "fp16"),
+    "semi24": Semi24Case(32, 64, 16, "fp16"),
+}
+
+
+@pytest.fixture(params=list(CASES), ids=list(CASES))
+def problem(request):
+    from stuning.tuning.objective import KernelObjective
+
+    problem = build_problem(CASES[request.param], device="cpu", seed=7)
+    config = family(request.param).default(problem.features)
+    return problem, config, KernelObjective(problem, timer=lambda fn: float(fn().numel()))
+
+
+def test_a_correct_config_passes_and_is_timed_into_one_output(problem):
+    problem, config, objective = problem
+    assert objective(config) == problem.reference.numel()
+    first, second = objective.timed(config)(), objective.timed(config)()
+    assert first.data_ptr() == second.data_ptr()  # the timed runs allocate nothing
+    assert_close(second, problem.reference.double(), 1e-2)
+
+
+def test_a_run_that_writes_nothing_fails(problem):
+    """The output it returns is the one it was given, untouched: it may hold an earlier correct
+    product on a GPU, so the check hands over NaN."""
+    problem, config, objective = problem
+    problem.run = lambda config, out=None: out
+    with pytest.raises(TrialFailure, match="relative error inf") as e:
+        objective.check(config)
+    assert e.value.status == "wrong"
+
+
+def test_a_run_that_writes_part_of_its_output_fails(problem):
+    problem, config, objective = problem
+    real_run = problem.run
+
+    def half(config, out=None):
+        full = real_run(config)
+        flat = out.view(-1) if out.is_contiguous() else out.t().reshape(-1)
+        flat[: flat.numel() // 2] = full.reshape(-1)[: flat.numel() // 2]  # the rest stays as it was
+        return out
+
+    problem.run = half
+    with pytest.raises(TrialFailure, match="relative error inf"):
+        objective.check(config)
+
+
+def test_a_run_that_returns_a_fresh_tensor_fails(problem):
+    """Even a correct one: the timed runs would then time an allocation, and the output the check
+    prepared would prove nothing."""
+    problem, config, objective = problem
+    real_run = problem.run
+    problem.run = lambda config, out=None: real_run(config)
+    with pytest.raises(TrialFailure, match="new tensor"):
+        objective.check(config)
+
+
+def test_the_output_is_laid_out_as_the_layer_writes_it():
+    """A ``SparseLinear`` writes Y^T, so its tuning problem checks (and times) a transposed output."""
+    import torch.nn as nn
+
+    import stuning
+    from stuning.tuning.objective import KernelObjective
+
+    model = nn.Sequential(nn.Linear(40, 24))
+    stuning.sparsify(model, sparsity=0.8, min_size=0)
+    problem = model[0].sparse_weight.tuning_problem(16, y_transposed=True)
+    out = problem.output()
+    assert out.shape == (24, 16) and out.stride() == (1, 24)
+    config = family("spmm").default(problem.features)
+    objective = KernelObjective(problem)
+    objective.check(config)
+    assert objective.timed(config)().stride() == (1, 24)
