@@ -32,6 +32,11 @@ CASES = {
     "sddmm_L4096_k64_s98": ("sddmm", dict(m=4096, n=4096, k=64, sparsity=0.98, family="attention")),
     "sddmm_L4096_k128_s95": ("sddmm", dict(m=4096, n=4096, k=128, sparsity=0.95, family="attention")),
     "sddmm_L1024_k64_s95": ("sddmm", dict(m=1024, n=1024, k=64, sparsity=0.95, family="attention")),
+    # Wide N, where the gather kernels do one multiply-add per element of B they load.
+    "spmm_4096x4096_n2048_s95": ("spmm", dict(m=4096, k=4096, n=2048, sparsity=0.95, skew_cv=0.0)),
+    "spmm_4096x4096_n2048_s98": ("spmm", dict(m=4096, k=4096, n=2048, sparsity=0.98, skew_cv=0.0)),
+    "spmm_fp32_4096x4096_n2048_s80": ("spmm", dict(m=4096, k=4096, n=2048, sparsity=0.8, skew_cv=0.0,
+                                                     dtype="fp32")),
 }
 
 # ``PROFILE_CONFIG`` (a JSON object of config fields) runs that config in every selected case instead
@@ -41,13 +46,14 @@ CASES = {
 
 def build(op: str, params: dict):
     from stuning.bench.baselines import sddmm_inputs, semi24_inputs, spmm_inputs
+    from stuning.bench.runner import BenchSettings
     from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 
     case_type, make = {"semi24": (Semi24Case, semi24_inputs), "spmm": (SpMMCase, spmm_inputs),
                        "sddmm": (SDDMMCase, sddmm_inputs)}[op]
-    case = case_type(dtype="fp16", **params)
+    case = case_type(**{"dtype": "fp16", **params})
     gen = torch.Generator(device="cuda").manual_seed(0)
-    return make(case, device="cuda", generator=gen, pad_to=1, on_gpu=False)
+    return make(case, device="cuda", generator=gen, pad_to=BenchSettings.pad_to, on_gpu=False)
 
 
 def forced_config(op: str):

@@ -7,12 +7,17 @@ back wrong is tried here: nothing written, part written, a fresh tensor in place
 from __future__ import annotations
 
 import pytest
+import torch
 from naive import assert_close
 
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.problems import build_problem
 from stuning.tuning.registry import family
 from stuning.tuning.search import TrialFailure
+
+# In the interpreter without a GPU; on one, on it and among `pytest -m gpu` (the caching allocator,
+# which can hand a fresh output an earlier config's product, is there).
+DEVICE = pytest.param("cuda", marks=pytest.mark.gpu) if torch.cuda.is_available() else "cpu"
 
 CASES = {
     "spmm": SpMMCase(24, 40, 16, 0.8, 0.0, "fp32"),
@@ -21,11 +26,16 @@ CASES = {
 }
 
 
+@pytest.fixture(params=[DEVICE])
+def dev(request) -> str:
+    return request.param
+
+
 @pytest.fixture(params=list(CASES), ids=list(CASES))
-def problem(request):
+def problem(request, dev):
     from stuning.tuning.objective import KernelObjective
 
-    problem = build_problem(CASES[request.param], device="cpu", seed=7)
+    problem = build_problem(CASES[request.param], device=dev, seed=7)
     config = family(request.param).default(problem.features)
     return problem, config, KernelObjective(problem, timer=lambda fn: float(fn().numel()))
 
@@ -73,7 +83,7 @@ def test_a_run_that_returns_a_fresh_tensor_fails(problem):
         objective.check(config)
 
 
-def test_the_output_is_laid_out_as_the_layer_writes_it():
+def test_the_output_is_laid_out_as_the_layer_writes_it(dev):
     """A ``SparseLinear`` writes Y^T, so its tuning problem checks (and times) a transposed output."""
     import torch.nn as nn
 
@@ -82,7 +92,7 @@ def test_the_output_is_laid_out_as_the_layer_writes_it():
 
     model = nn.Sequential(nn.Linear(40, 24))
     stuning.sparsify(model, sparsity=0.8, min_size=0)
-    problem = model[0].sparse_weight.tuning_problem(16, y_transposed=True)
+    problem = model[0].sparse_weight.tuning_problem(16, device=dev, y_transposed=True)
     out = problem.output()
     assert out.shape == (24, 16) and out.stride() == (1, 24)
     config = family("spmm").default(problem.features)
