@@ -275,4 +275,3 @@ def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     while vec > 1 and (problem.k % vec or vec > block_k):
         vec //= 2
     return SDDMMConfig(config.nnz_block, block_k, vec, config.num_warps, config.num_stages)
-

@@ -109,6 +109,19 @@ def semi24_problems(shapes, ns, device: str):
         yield Semi24ProbeProblem(m, k, n, dense, x, dense.double() @ x.double(), w, pick)
 
 
+def spmm_baseline_row(p: SpMMProbeProblem, smoke: bool) -> dict:
+    """A result row's start: the problem, cuBLAS's time and the library pick's (checked first)."""
+    import functools
+
+    import stuning
+
+    lib = functools.partial(stuning.spmm, p.a, p.x, config=p.pick)
+    check_close(lib(), p.ref, "library pick")
+    return {"n": p.n, "sparsity": p.sparsity, "pick": p.pick.as_dict(),
+            "cublas_us": probe_time_us(functools.partial(torch.matmul, p.w, p.x), smoke),
+            "pick_us": probe_time_us(lib, smoke)}
+
+
 def semi24_baseline_row(p: Semi24ProbeProblem) -> dict:
     """A result row's start: the problem, cuBLAS's time and the library pick's (checked first)."""
     import functools

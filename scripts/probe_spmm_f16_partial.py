@@ -20,14 +20,13 @@ error recorded.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 
 import torch
 import triton
 import triton.language as tl
-from probe_harness import check_close, probe_time_us, spmm_problems, write_results
+from probe_harness import check_close, probe_time_us, spmm_baseline_row, spmm_problems, write_results
 from stuning.kernels.spmm import b_row_index
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
@@ -95,15 +94,11 @@ def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def main() -> int:
-    import stuning
-
     device = "cpu" if SMOKE else "cuda"
     rows_out = []
     for p in spmm_problems(M, K, NS, SPARSITIES, device):
         n, a, x, pick = p.n, p.a, p.x, p.pick
-        row = {"n": n, "sparsity": p.sparsity, "pick": pick.as_dict(),
-               "cublas_us": probe_time_us(functools.partial(torch.matmul, p.w, x), SMOKE),
-               "pick_us": probe_time_us(functools.partial(stuning.spmm, a, x, config=pick), SMOKE), "runs": []}
+        row = {**spmm_baseline_row(p, SMOKE), "runs": []}
         tiles = ((pick.rows, pick.nnz_step, pick.block_n, pick.vec) if pick.kernel == "sell"
                  else (8, 8, min(128, n), 8))
         if SMOKE:

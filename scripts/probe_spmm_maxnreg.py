@@ -14,12 +14,10 @@ checked against a float64 reference.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 
-import torch
-from probe_harness import check_close, probe_time_us, spmm_problems, write_results
+from probe_harness import check_close, probe_time_us, spmm_baseline_row, spmm_problems, write_results
 from probe_spmm_f16_partial import sell_run
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
@@ -30,15 +28,11 @@ M, K = (64, 64) if SMOKE else (4096, 4096)
 
 
 def main() -> int:
-    import stuning
-
     device = "cpu" if SMOKE else "cuda"
     rows_out = []
     for p in spmm_problems(M, K, NS, SPARSITIES, device):
         n, a, x, pick = p.n, p.a, p.x, p.pick
-        row = {"n": n, "sparsity": p.sparsity, "pick": pick.as_dict(),
-               "cublas_us": probe_time_us(functools.partial(torch.matmul, p.w, x), SMOKE),
-               "pick_us": probe_time_us(functools.partial(stuning.spmm, a, x, config=pick), SMOKE), "runs": []}
+        row = {**spmm_baseline_row(p, SMOKE), "runs": []}
         if pick.kernel != "sell" and not SMOKE:
             continue
         tiles = (4, 4, 16, 8) if SMOKE else (pick.rows, pick.nnz_step, pick.block_n, pick.vec)

@@ -1,7 +1,7 @@
 """Run every kernel path on small odd shapes, each config checked, for compute-sanitizer to watch.
 
-The interpreter runs programs one at a time and forgives nothing but an unmasked load, so races and
-stray accesses only show on a GPU. This script gives ``compute-sanitizer`` (memcheck for accesses
+The interpreter runs programs one at a time, so no race shows there, and a stray access shows only
+if it is an unmasked load (which kills the process). This script gives ``compute-sanitizer`` (memcheck for accesses
 outside any allocation, racecheck and synccheck for shared memory and barriers) one launch of each
 kind of config each op can choose: every kernel, split-K or not, prefetch and swizzle or not, in
 each dtype, writing Y contiguous and transposed where a layer does that. Each run goes through the
