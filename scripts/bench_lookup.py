@@ -1,0 +1,189 @@
+"""Leave-one-out replay of the database's answer for an unseen key, timed on the GPU (SpMM).
+
+A problem with no entry of its own gets the config of the nearest entry within a distance limit
+(``stuning.ops.selection``), else the cost model's pick. Whether a neighbour beats the model
+depends on how distance is measured. This takes each measured SpMM entry out of the shipped database
+in turn, rebuilds its problem from its features (random inputs of its shape, density and row
+skew), and times on it:
+- its own config (what tuning it found: the reference every other time is divided by),
+- the cost model's pick,
+- the nearest other entry's config (repaired for the problem) under each distance in ``METRICS``.
+Every config is checked against the fp32 reference before it is timed (the tuner's check). The
+policies (a distance and a limit, the model past it) are then scored offline: per policy the
+geomean and the worst of its pick's time over the own config's, and how often it fell back.
+
+    python3 scripts/bench_lookup.py [--seconds 400] [--dtypes float16,float32] [--out DIR]
+
+Writes ``lookup.csv`` (one row per entry and candidate) and ``policies.csv`` under ``--out`` (or
+$OUT); prints the policy table last. ``TRITON_INTERPRET=1 python3 scripts/bench_lookup.py --smoke 3``
+runs three entries on the CPU at toy sizes with no timing (every time 1 us), to check the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from stuning.db.entry import feature_distance
+from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
+
+SIZES = ("m", "k", "n")
+
+
+def _log2_ratio_distance(a: dict, b: dict, cv_scale: float | None) -> float:
+    """Sizes and density compared as ratios (log2 of each), row skew by its difference over
+    ``cv_scale`` (None: as log2(1 + cv), like the sizes in the library's distance)."""
+    total = sum((math.log2(max(a[f], 1e-9)) - math.log2(max(b[f], 1e-9))) ** 2 for f in (*SIZES, "density"))
+    if cv_scale is None:
+        total += (math.log2(1 + a["row_cv"]) - math.log2(1 + b["row_cv"])) ** 2
+    else:
+        total += ((a["row_cv"] - b["row_cv"]) / cv_scale) ** 2
+    return math.sqrt(total)
+
+
+METRICS = {
+    # The library's: log2(1 + x) of m, k, n, density and row_cv.
+    "log1p": lambda a, b: feature_distance(a, b, NEAREST_FEATURES["spmm"]),
+    # Density as a ratio: 90% and 95% zeros are a factor of 2 apart, as N = 64 and 128 are.
+    "log-density": lambda a, b: _log2_ratio_distance(a, b, None),
+    # ... and row skew 0.25 apart counting as much as a factor of 2 in a size.
+    "log-density+cv": lambda a, b: _log2_ratio_distance(a, b, 0.25),
+}
+LIMITS = (0.25, 0.5, 1.0, 1.5, 2.0, math.inf)
+
+
+def rebuild(features: dict, dtype: str, seed: int, device: str, cap: int | None = None):
+    """Random inputs with the entry's shape (each size at most ``cap``), density, row skew, B layout
+    and row padding."""
+    from stuning.formats import CSRMatrix
+    from stuning.matrices import random_sparse
+    from stuning.tuning.registry import TORCH_DTYPES
+
+    dt = TORCH_DTYPES[dtype]
+    m, k, n = (min(int(features[f]), cap or math.inf) for f in SIZES)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dense = random_sparse(m, k, 1.0 - features["density"], skew_cv=features["row_cv"], dtype=dt, device=device,
+                          generator=gen)
+    a = CSRMatrix.from_dense(dense, pad_to=int(features.get("pad_to", 1)))
+    shape = (n, k) if features.get("b_t") else (k, n)
+    b = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
+    b = b.t() if features.get("b_t") else b
+    return a, b, dense.float() @ b.float()
+
+
+def candidates(key: str, entry, entries: dict, model, fam) -> dict[str, object]:
+    """label -> config for one left-out entry: its own, the model's, each metric's nearest other."""
+    features = ProblemFeatures("spmm", entry.dtype, entry.features)
+    out = {"own": fam.repair(fam.config_from_dict(entry.config), features),
+           "model": model.rank(features, fam.space(features))[0][0]}
+    others = {k: e for k, e in entries.items() if k != key and e.dtype == entry.dtype}
+    for name, metric in METRICS.items():
+        dist, other = min(((metric(entry.features, e.features), k) for k, e in others.items()), default=(None, None))
+        if other is not None:
+            out[f"near:{name}"] = fam.repair(fam.config_from_dict(others[other].config), features)
+            out[f"dist:{name}"] = dist
+    return out
+
+
+def score(df: pd.DataFrame) -> pd.DataFrame:
+    """Each policy's geomean and worst time over the own config's, and its fallback rate."""
+    rows = []
+    per_entry = {key: g.set_index("label") for key, g in df.groupby("key")}
+    for name in METRICS:
+        for limit in LIMITS:
+            ratios, fell, seen = [], 0, 0
+            for g in per_entry.values():
+                if "own" not in g.index or not pd.notna(g.at["own", "us"]):
+                    continue
+                seen += 1
+                use_near = f"near:{name}" in g.index and g.at[f"near:{name}", "distance"] <= limit
+                fell += not use_near
+                label = f"near:{name}" if use_near else "model"
+                if pd.notna(g.at[label, "us"]):
+                    ratios.append(g.at[label, "us"] / g.at["own", "us"])
+            if ratios:
+                rows.append({"metric": name, "limit": limit, "entries": len(ratios),
+                             "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)), "worst": max(ratios),
+                             "fallback": fell / seen})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=400.0, help="stop starting entries after this")
+    ap.add_argument("--dtypes", default="float16,float32")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() and not args.smoke:
+        print("bench_lookup.py: no CUDA device (it times configs)")
+        return 0
+    device, cap = ("cpu", 48) if args.smoke else ("cuda", None)
+    from stuning.ops.selection import SELECTOR
+    from stuning.tuning.launch import launch_spmm
+    from stuning.tuning.objective import KernelObjective
+    from stuning.tuning.problems import Problem
+    from stuning.tuning.registry import family
+    from stuning.tuning.search import TrialFailure
+
+    fam = family("spmm")
+    if args.smoke:  # the shipped H200 database, read on a machine that is not one
+        from stuning.db import TuningDB
+        from stuning.tuning.session import model_for, target_spec
+
+        db = TuningDB.open("nvidia-h200")
+        model = model_for(db, target_spec("nvidia-h200"))
+    else:
+        db, model = SELECTOR.db(), SELECTOR.model()
+    entries = {k: e for k, e in db.entries(include_stale=bool(args.smoke)).items()
+               if e.op == "spmm" and e.measured and e.dtype in args.dtypes.split(",")}
+    order = sorted(entries)
+    random.Random(0).shuffle(order)
+    order = order[: args.smoke] if args.smoke else order
+    rows, started = [], time.perf_counter()
+    for i, key in enumerate(order):
+        if time.perf_counter() - started > args.seconds:
+            print(f"stopped after {i} of {len(order)} entries: over {args.seconds:g} s")
+            break
+        entry = entries[key]
+        found = candidates(key, entry, entries, model, fam)
+        a, b, ref = rebuild(entry.features, entry.dtype, seed=i, device=device, cap=cap)
+        features = ProblemFeatures("spmm", entry.dtype, entry.features)
+        problem = Problem(None, features, lambda c, out=None, a=a, b=b: launch_spmm(a, b, c, out=out), ref, {})
+        objective = KernelObjective(problem, timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
+        timed = {}
+        for label, config in found.items():
+            if label.startswith("dist:"):
+                continue
+            name = repr(config)
+            if name not in timed:
+                try:
+                    timed[name] = objective(config)
+                except TrialFailure as e:
+                    timed[name] = float("nan")
+                    print(f"{key} {label}: {e.status}: {e.message}")
+            metric = label.split(":", 1)[1] if ":" in label else None
+            rows.append({"key": key, "dtype": entry.dtype, "label": label, "config": config.as_dict(),
+                         "us": timed[name], "distance": found.get(f"dist:{metric}") if metric else 0.0,
+                         "recorded_us": entry.best.time_us})
+        print(f"[{i + 1}/{len(order)}] {key}: " + ", ".join(
+            f"{r['label']} {r['us']:.1f}" for r in rows if r["key"] == key), flush=True)
+    df = pd.DataFrame(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "lookup.csv", index=False)
+    table = score(df)
+    table.to_csv(out / "policies.csv", index=False)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
