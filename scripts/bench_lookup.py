@@ -31,30 +31,19 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from stuning.db.entry import feature_distance
+from stuning.db.entry import RATIO, feature_distance
 from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 
 SIZES = ("m", "k", "n")
 
-
-def _log2_ratio_distance(a: dict, b: dict, cv_scale: float | None) -> float:
-    """Sizes and density compared as ratios (log2 of each), row skew by its difference over
-    ``cv_scale`` (None: as log2(1 + cv), like the sizes in the library's distance)."""
-    total = sum((math.log2(max(a[f], 1e-9)) - math.log2(max(b[f], 1e-9))) ** 2 for f in (*SIZES, "density"))
-    if cv_scale is None:
-        total += (math.log2(1 + a["row_cv"]) - math.log2(1 + b["row_cv"])) ** 2
-    else:
-        total += ((a["row_cv"] - b["row_cv"]) / cv_scale) ** 2
-    return math.sqrt(total)
-
-
 METRICS = {
-    # The library's: log2(1 + x) of m, k, n, density and row_cv.
-    "log1p": lambda a, b: feature_distance(a, b, NEAREST_FEATURES["spmm"]),
+    # The library's distance before BENCHMARKS.md 7q: log2(1 + x) of m, k, n, density and row_cv.
+    "log1p": lambda a, b: feature_distance(a, b, (*SIZES, "density", "row_cv")),
     # Density as a ratio: 90% and 95% zeros are a factor of 2 apart, as N = 64 and 128 are.
-    "log-density": lambda a, b: _log2_ratio_distance(a, b, None),
-    # ... and row skew 0.25 apart counting as much as a factor of 2 in a size.
-    "log-density+cv": lambda a, b: _log2_ratio_distance(a, b, 0.25),
+    "log-density": lambda a, b: feature_distance(a, b, {**dict.fromkeys((*SIZES, "density"), RATIO),
+                                                        "row_cv": None}),
+    # ... and row skew by difference, 0.25 as far as a doubling: the library's since 7q.
+    "log-density+cv": lambda a, b: feature_distance(a, b, NEAREST_FEATURES["spmm"]),
 }
 LIMITS = (0.25, 0.5, 1.0, 1.5, 2.0, math.inf)
 

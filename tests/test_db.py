@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stuning.db import (
+    RATIO,
     SCHEMA_VERSION,
     CorruptDatabaseError,
     DBEntry,
@@ -25,6 +26,7 @@ from stuning.db import (
     TuningDB,
     db_file_name,
     device_slug,
+    feature_distance,
     load_document,
     load_misses,
     make_key,
@@ -375,6 +377,42 @@ def test_lookup_exact_then_nearest_within_the_cap(tmp_path):
     # Restricting the distance to named features ignores the others.
     found = db.lookup("spmm", "float16", "x", {"m": 4096, "n": 5}, max_distance=0.01, feature_names=["m"])
     assert found.how == "nearest"
+
+
+def test_feature_distance_compares_each_feature_as_named():
+    a = {"m": 4096, "density": 0.05, "row_cv": 0.1, "n": 16}
+    b = {"m": 1024, "density": 0.02, "row_cv": 0.4, "n": 128}
+    ratio = {"m": RATIO, "density": RATIO, "row_cv": 0.25}
+    expected = math.sqrt(2.0**2 + math.log2(0.05 / 0.02) ** 2 + (0.3 / 0.25) ** 2)
+    assert feature_distance(a, b, ratio) == pytest.approx(expected)
+    assert feature_distance(a, b, ["n"]) == pytest.approx(math.log2(129 / 17))  # a sequence: log2(1 + x)
+    assert feature_distance(a, {"m": 0.0}, {"m": RATIO}) == pytest.approx(42.0)  # zero: far, finite
+    assert feature_distance(a, {"k": 1}, ratio) is None
+
+
+@pytest.mark.parametrize("query, wanted", [
+    # 95% zeros: the same shape at 98% is 0.04 away in log2(1 + density) but a factor 2.5 in
+    # density; twice the N at 95% is the nearer (the replay of BENCHMARKS.md 7q: 3.0x slower).
+    ({"density": 0.05, "row_cv": 0.08, "n": 128}, "n=256,density=0.05"),
+    # Skewed rows: the same shape with even rows is 0.49 away in log2(1 + cv), under the old limit.
+    ({"density": 0.2, "row_cv": 0.4, "n": 128}, "n=256,cv=0.4"),
+])
+def test_spmm_lookup_weighs_density_as_a_ratio_and_skew_by_difference(tmp_path, query, wanted):
+    from stuning.tuning.features import NEAREST_FEATURES, NEAREST_MAX_DISTANCE
+
+    db = open_db(tmp_path)
+    shape = {"m": 4096, "k": 4096}
+    stored = {
+        "n=128,density=0.02": {"n": 128, "density": 0.02, "row_cv": 0.08},
+        "n=256,density=0.05": {"n": 256, "density": 0.05, "row_cv": 0.08},
+        "n=128,cv=0": {"n": 128, "density": 0.2, "row_cv": 0.03},
+        "n=256,cv=0.4": {"n": 256, "density": 0.2, "row_cv": 0.4},
+    }
+    for key, features in stored.items():
+        db.put(entry(config={"key": key}, features={**shape, **features}), key)
+    found = db.lookup("spmm", "float16", "q", {**shape, **query}, max_distance=NEAREST_MAX_DISTANCE["spmm"],
+                      feature_names=NEAREST_FEATURES["spmm"])
+    assert found.how == "nearest" and found.entry.config == {"key": wanted}
 
 
 def test_lookup_never_crosses_op_or_dtype_width(tmp_path):

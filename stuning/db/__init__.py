@@ -5,6 +5,7 @@ the files can be inspected, merged and pruned on any machine.
 """
 
 from stuning.db.entry import (
+    RATIO,
     DBEntry,
     FailedConfig,
     TimedConfig,
@@ -35,5 +36,5 @@ __all__ = [
     "DEFAULT_OBJECTIVE", "SCHEMA_VERSION", "TOP_K",
     "CorruptDatabaseError", "empty_document", "validate_document",
     "load_document", "merge_files", "prune_stale",
-    "LookupResult", "StaleEntriesWarning", "TuningDB", "export", "feature_distance",
+    "RATIO", "LookupResult", "StaleEntriesWarning", "TuningDB", "export", "feature_distance",
 ]

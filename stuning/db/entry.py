@@ -230,18 +230,36 @@ def union_failed(items) -> list:
     return [chosen[name] for name in sorted(chosen)]
 
 
+RATIO = "ratio"  # a feature compared by log2 of its value (see feature_distance)
+
+
 def feature_distance(a: dict, b: dict, names=None) -> float | None:
-    """Euclidean distance over log2(1 + x) of the named (or all shared) numeric features; None if none."""
+    """Euclidean distance between two problems' numeric features; None if they share none.
+
+    ``names``: the features compared (default: every numeric feature both have). A sequence
+    compares each as log2(1 + x). A mapping says per feature how: ``RATIO`` compares log2 of the
+    values (sizes and densities, where 2% is as far from 1% as 4% from 2%), a number ``s`` the
+    difference over ``s`` (row skew, which is 0 for even rows).
+    """
     names = sorted(a.keys() & b.keys()) if names is None else names
+    how = names if isinstance(names, dict) else dict.fromkeys(names)
     total, shared = 0.0, 0
-    for name in names:
+    for name, scale in how.items():
         x, y = a.get(name), b.get(name)
         if not (is_number(x) and is_number(y)):
             continue
-        # Features are sizes, counts and ratios (>= 0); the clamp only keeps bad input finite.
-        total += (math.log2(1.0 + max(x, 0.0)) - math.log2(1.0 + max(y, 0.0))) ** 2
+        # Features are sizes, counts and ratios (>= 0); the clamps only keep bad input finite.
+        if scale is None:
+            total += (math.log2(1.0 + max(x, 0.0)) - math.log2(1.0 + max(y, 0.0))) ** 2
+        elif scale == RATIO:
+            total += (math.log2(max(x, _TINY)) - math.log2(max(y, _TINY))) ** 2
+        else:
+            total += ((x - y) / scale) ** 2
         shared += 1
     return math.sqrt(total) if shared else None
+
+
+_TINY = 2.0**-30  # a zero size or density, compared by ratio: as far from 1 as 2**-30
 
 
 def is_number(x) -> bool:

@@ -119,8 +119,8 @@ class TuningDB:
         """The entry for ``key``, else the nearest same-op, same-dtype entry within ``max_distance``,
         else the nearest entry of a dtype of the same width (``how`` "other-dtype").
 
-        Distance: Euclidean over log2(1 + x) of ``feature_names`` (default: every feature both
-        have). Stale entries are never answers. A miss is counted (see misses()), also when an
+        Distance: ``feature_distance`` over ``feature_names`` (default: log2(1 + x) of every feature
+        both have). Stale entries are never answers. A miss is counted (see misses()), also when an
         other-dtype entry answers: the problem itself is still untuned.
         """
         entry = self._answers.get(key)

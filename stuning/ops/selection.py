@@ -1,10 +1,11 @@
 """Choosing a config at run time: the tuning database, else the cost model, else the heuristic.
 
-The chain for a problem: the exact database key; else the nearest entry in log-feature space
-within ``NEAREST_MAX_DISTANCE`` (its config repaired for this shape); else the nearest entry of
-the other half-precision dtype (fp16 for bf16 and back); else the cost model's best config; else
-the kernel's default heuristic. Answers are cached per key, and static operands
-(weights) keep their own small cache, so a repeated call costs a couple of dict lookups.
+The chain for a problem: the exact database key; else the nearest entry within the op's
+``NEAREST_MAX_DISTANCE`` (``tuning.features``: which features, compared how; its config repaired
+for this shape); else the nearest entry of the other half-precision dtype (fp16 for bf16 and
+back); else the cost model's best config; else the kernel's default heuristic. Answers are cached
+per key, and static operands (weights) keep their own small cache, so a repeated call costs a
+couple of dict lookups.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ import os
 import threading
 import warnings
 
-from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
+from stuning.tuning.features import NEAREST_FEATURES, NEAREST_MAX_DISTANCE, ProblemFeatures
 from stuning.tuning.registry import family
 
-# log2-space distance: about one doubling of one feature, or a half-step of two.
-NEAREST_MAX_DISTANCE = 1.0
 ENV_NO_DB = "STUNING_NO_DB"  # set to 1 to skip the database (heuristic and model only)
 
 
@@ -90,7 +89,7 @@ class ConfigSelector:
         fam = family(features.op)
         if os.environ.get(ENV_NO_DB, "0") in ("", "0"):
             found = self.db().lookup(
-                features.op, features.dtype, key, features.values, max_distance=NEAREST_MAX_DISTANCE,
+                features.op, features.dtype, key, features.values, max_distance=NEAREST_MAX_DISTANCE[features.op],
                 feature_names=NEAREST_FEATURES[features.op],
             )
             if found.entry is not None:

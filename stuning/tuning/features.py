@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from stuning.db.entry import RATIO
 from stuning.formats import CSRMatrix, nonempty_tile_counts
 from stuning.kernels.sddmm_tiled import BLOCK_MS, BLOCK_NS
 
@@ -19,12 +20,19 @@ DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat1
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # Coarse row-length histogram: fraction of rows whose length / mean falls under each edge.
 HIST_EDGES = (0.25, 0.5, 1.0, 2.0, 4.0)
-# The features nearest-neighbour lookup compares (log2 space), per op.
+# The features nearest-neighbour lookup compares, per op, and how (``stuning.db.feature_distance``;
+# a tuple: log2(1 + x) of each), with the distance past which the cost model answers instead.
+# SpMM compares sizes and density as ratios and row skew by difference (0.25 counts as a doubling):
+# in a leave-one-out replay of the shipped database on the H200 (BENCHMARKS.md 7q) its neighbours'
+# configs ran at 1.004x the tuned ones (geomean over 134 entries; worst 2.2x), where log2(1 + x)
+# within 1.0 ran at 1.053x (worst 3.2x: it took a 98% entry's config for a 95% problem, the two
+# densities 0.04 apart in log2(1 + x)) and the cost model alone at 1.068x.
 NEAREST_FEATURES = {
-    "spmm": ("m", "k", "n", "density", "row_cv"),
+    "spmm": {"m": RATIO, "k": RATIO, "n": RATIO, "density": RATIO, "row_cv": 0.25},
     "sddmm": ("m", "n", "k", "density", "row_cv"),
     "semi24": ("m", "k", "n"),
 }
+NEAREST_MAX_DISTANCE = {"spmm": 2.0, "sddmm": 1.0, "semi24": 1.0}
 
 
 def dtype_name(dtype: torch.dtype | str) -> str:
