@@ -1,10 +1,10 @@
-"""Leave-one-out replay of the database's answer for an unseen key, timed on the GPU (SpMM).
+"""Leave-one-out replay of the database's answer for an unseen key, timed on the GPU.
 
 A problem with no entry of its own gets the config of the nearest entry within a distance limit
 (``stuning.ops.selection``), else the cost model's pick. Whether a neighbour beats the model
-depends on how distance is measured. This takes each measured SpMM entry out of the shipped database
-in turn, rebuilds its problem from its features (random inputs of its shape, density and row
-skew), and times on it:
+depends on how distance is measured. This takes each measured entry of an op (``--op``: SpMM or
+SDDMM) out of the shipped database in turn, rebuilds its problem from its features (random inputs
+of its shape, density and row skew), and times on it:
 - its own config (what tuning it found: the reference every other time is divided by),
 - the cost model's pick,
 - the nearest other entry's config (repaired for the problem) under each distance in ``METRICS``.
@@ -12,7 +12,7 @@ Every config is checked against the fp32 reference before it is timed (the tuner
 policies (a distance and a limit, the model past it) are then scored offline: per policy the
 geomean and the worst of its pick's time over the own config's, and how often it fell back.
 
-    python3 scripts/bench_lookup.py [--seconds 400] [--dtypes float16,float32] [--out DIR]
+    python3 scripts/bench_lookup.py [--op spmm] [--seconds 400] [--dtypes float16,float32] [--out DIR]
 
 Writes ``lookup.csv`` (one row per entry and candidate) and ``policies.csv`` under ``--out`` (or
 $OUT); prints the policy table last. ``TRITON_INTERPRET=1 python3 scripts/bench_lookup.py --smoke 3``
@@ -32,31 +32,37 @@ import pandas as pd
 import torch
 
 from stuning.db.entry import RATIO, feature_distance
-from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
+from stuning.tuning.features import ProblemFeatures
 
 SIZES = ("m", "k", "n")
-
+# How each candidate distance compares the features (``stuning.db.feature_distance``).
 METRICS = {
-    # The library's distance before BENCHMARKS.md 7q: log2(1 + x) of m, k, n, density and row_cv.
-    "log1p": lambda a, b: feature_distance(a, b, (*SIZES, "density", "row_cv")),
+    # The library's before BENCHMARKS.md 7q: log2(1 + x) of the sizes, density and row_cv.
+    "log1p": (*SIZES, "density", "row_cv"),
     # Density as a ratio: 90% and 95% zeros are a factor of 2 apart, as N = 64 and 128 are.
-    "log-density": lambda a, b: feature_distance(a, b, {**dict.fromkeys((*SIZES, "density"), RATIO),
-                                                        "row_cv": None}),
-    # ... and row skew by difference, 0.25 as far as a doubling: the library's since 7q.
-    "log-density+cv": lambda a, b: feature_distance(a, b, NEAREST_FEATURES["spmm"]),
+    "log-density": {**dict.fromkeys((*SIZES, "density"), RATIO), "row_cv": None},
+    # ... and row skew by difference, 0.25 as far as a doubling: SpMM's since 7q.
+    "log-density+cv": {**dict.fromkeys((*SIZES, "density"), RATIO), "row_cv": 0.25},
 }
 LIMITS = (0.25, 0.5, 1.0, 1.5, 2.0, math.inf)
 
 
-def rebuild(features: dict, dtype: str, seed: int, device: str, cap: int | None = None):
-    """Random inputs with the entry's shape (each size at most ``cap``), density, row skew, B layout
-    and row padding."""
+def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: int | None = None):
+    """(run, reference) on random inputs with the entry's sizes (each at most ``cap``), density and
+    row skew; for SpMM also its B layout and row padding."""
     from stuning.formats import CSRMatrix
     from stuning.matrices import random_sparse
+    from stuning.suite import SDDMMCase
+    from stuning.tuning.launch import launch_spmm
+    from stuning.tuning.problems import build_problem
     from stuning.tuning.registry import TORCH_DTYPES
 
-    dt = TORCH_DTYPES[dtype]
     m, k, n = (min(int(features[f]), cap or math.inf) for f in SIZES)
+    if op == "sddmm":  # every shipped SDDMM entry has even rows, as the suite's masks
+        short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}[dtype]  # the suite's names
+        problem = build_problem(SDDMMCase(m, n, k, 1.0 - features["density"], short), device=device, seed=seed)
+        return problem.run, problem.reference
+    dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device=device).manual_seed(seed)
     dense = random_sparse(m, k, 1.0 - features["density"], skew_cv=features["row_cv"], dtype=dt, device=device,
                           generator=gen)
@@ -64,17 +70,18 @@ def rebuild(features: dict, dtype: str, seed: int, device: str, cap: int | None 
     shape = (n, k) if features.get("b_t") else (k, n)
     b = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
     b = b.t() if features.get("b_t") else b
-    return a, b, dense.float() @ b.float()
+    return (lambda c, out=None: launch_spmm(a, b, c, out=out)), dense.float() @ b.float()
 
 
 def candidates(key: str, entry, entries: dict, model, fam) -> dict[str, object]:
     """label -> config for one left-out entry: its own, the model's, each metric's nearest other."""
-    features = ProblemFeatures("spmm", entry.dtype, entry.features)
+    features = ProblemFeatures(entry.op, entry.dtype, entry.features)
     out = {"own": fam.repair(fam.config_from_dict(entry.config), features),
            "model": model.rank(features, fam.space(features))[0][0]}
     others = {k: e for k, e in entries.items() if k != key and e.dtype == entry.dtype}
-    for name, metric in METRICS.items():
-        dist, other = min(((metric(entry.features, e.features), k) for k, e in others.items()), default=(None, None))
+    for name, how in METRICS.items():
+        dist, other = min(((feature_distance(entry.features, e.features, how), k) for k, e in others.items()),
+                          default=(None, None))
         if other is not None:
             out[f"near:{name}"] = fam.repair(fam.config_from_dict(others[other].config), features)
             out[f"dist:{name}"] = dist
@@ -107,6 +114,7 @@ def score(df: pd.DataFrame) -> pd.DataFrame:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=400.0, help="stop starting entries after this")
+    ap.add_argument("--op", default="spmm", choices=["spmm", "sddmm"])
     ap.add_argument("--dtypes", default="float16,float32")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
@@ -116,13 +124,12 @@ def main(argv=None) -> int:
         return 0
     device, cap = ("cpu", 48) if args.smoke else ("cuda", None)
     from stuning.ops.selection import SELECTOR
-    from stuning.tuning.launch import launch_spmm
     from stuning.tuning.objective import KernelObjective
     from stuning.tuning.problems import Problem
     from stuning.tuning.registry import family
     from stuning.tuning.search import TrialFailure
 
-    fam = family("spmm")
+    fam = family(args.op)
     if args.smoke:  # the shipped H200 database, read on a machine that is not one
         from stuning.db import TuningDB
         from stuning.tuning.session import model_for, target_spec
@@ -132,7 +139,7 @@ def main(argv=None) -> int:
     else:
         db, model = SELECTOR.db(), SELECTOR.model()
     entries = {k: e for k, e in db.entries(include_stale=bool(args.smoke)).items()
-               if e.op == "spmm" and e.measured and e.dtype in args.dtypes.split(",")}
+               if e.op == args.op and e.measured and e.dtype in args.dtypes.split(",")}
     order = sorted(entries)
     random.Random(0).shuffle(order)
     order = order[: args.smoke] if args.smoke else order
@@ -143,9 +150,8 @@ def main(argv=None) -> int:
             break
         entry = entries[key]
         found = candidates(key, entry, entries, model, fam)
-        a, b, ref = rebuild(entry.features, entry.dtype, seed=i, device=device, cap=cap)
-        features = ProblemFeatures("spmm", entry.dtype, entry.features)
-        problem = Problem(None, features, lambda c, out=None, a=a, b=b: launch_spmm(a, b, c, out=out), ref, {})
+        run, ref = rebuild(args.op, entry.features, entry.dtype, seed=i, device=device, cap=cap)
+        problem = Problem(None, ProblemFeatures(args.op, entry.dtype, entry.features), run, ref, {})
         objective = KernelObjective(problem, timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
         timed = {}
         for label, config in found.items():
