@@ -231,6 +231,7 @@ def union_failed(items) -> list:
 
 
 RATIO = "ratio"  # a feature compared by log2 of its value (see feature_distance)
+_TINY = 2.0**-30  # a zero size or density, compared by ratio: as far from 1 as 2**-30
 
 
 def feature_distance(a: dict, b: dict, names=None) -> float | None:
@@ -257,9 +258,6 @@ def feature_distance(a: dict, b: dict, names=None) -> float | None:
             total += ((x - y) / scale) ** 2
         shared += 1
     return math.sqrt(total) if shared else None
-
-
-_TINY = 2.0**-30  # a zero size or density, compared by ratio: as far from 1 as 2**-30
 
 
 def is_number(x) -> bool:
