@@ -1,4 +1,4 @@
-"""The tuner's check of a config (``KernelObjective``) on real problems of each op, in the interpreter.
+"""The tuner's check of a config (``KernelObjective``) on real problems of each op (interpreter or GPU).
 
 A check that a wrong config can pass lets the tuner time and store it, so every way a run can come
 back wrong is tried here: nothing written, part written, a fresh tensor in place of the output.
