@@ -18,7 +18,7 @@ import triton.language as tl
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-KERNELS = ("csr", "sell")
+KERNELS = ("csr", "sell", "scatter")
 
 
 @triton.jit(do_not_specialize=["M", "N"])
@@ -160,21 +160,38 @@ class SpMMConfig:
     swizzle: bool = False  # visit rows longest first instead of in order
     num_warps: int = 4
     num_stages: int = 2
-    # Which kernel runs it: "csr" (this file) or "sell" (spmm_sell.py: A in sliced ELL, ``rows`` the
-    # slice height, ``nnz_step`` the unit slices are padded to, ``swizzle`` slices of sorted rows).
+    # Which kernel runs it: "csr" (this file), "sell" (spmm_sell.py: A in sliced ELL, ``rows`` the
+    # slice height, ``nnz_step`` the unit slices are padded to, ``swizzle`` slices of sorted rows) or
+    # "scatter" (spmm_scatter.py, sm_90: A's (rows x nnz_step) tiles rebuilt in shared memory and
+    # multiplied on the tensor cores, ``block_n`` X's tile, ``num_stages`` X's stages in flight).
     # Last, with a default, so configs stored before it existed still load (as CSR configs).
     kernel: str = "csr"
     # Load the next step's indices and values before waiting on this step's gather (CSR kernel).
     prefetch: bool = False
+    # Programs that split K and add their sums (scatter kernel).
+    split_k: int = 1
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"SpMMConfig: unknown kernel {self.kernel!r}; use one of {KERNELS}")
         if self.prefetch and self.kernel != "csr":
             raise ValueError(f"SpMMConfig: prefetch is a CSR-kernel option; kernel {self.kernel!r} has none")
+        if self.split_k != 1 and self.kernel != "scatter":
+            raise ValueError(f"SpMMConfig: split_k is a scatter-kernel option; kernel {self.kernel!r} has none")
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def feature_items(self) -> dict:
+        """The parameters the cost model's fitted effects are named by. A scatter config's rows and
+        steps mean other things than a gather config's, so its names are its own ('scatter.rows');
+        a gather config's are its fields as before split_k existed (stored fits stay valid)."""
+        d = self.as_dict()
+        if self.kernel != "scatter":
+            del d["split_k"]
+            return d
+        kept = ("rows", "nnz_step", "block_n", "num_stages", "split_k")
+        return {"kernel": "scatter", **{f"scatter.{k}": d[k] for k in kept}}
 
 
 @dataclass(frozen=True)
@@ -389,6 +406,10 @@ def heuristic(problem: SpMMProblem) -> SpMMConfig:
 def repair(config: SpMMConfig, problem: SpMMProblem) -> SpMMConfig:
     """The nearest valid config to one tuned for a neighbouring problem (other N, other rows), of
     the same kernel."""
+    if config.kernel == "scatter":
+        from stuning.kernels import spmm_scatter
+
+        return spmm_scatter.repair(config, problem)
     block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
     vec = config.vec
     while vec > 1 and (problem.n % vec or vec > block_n):

@@ -63,7 +63,7 @@ def test_run_time_chain_exact_nearest_model(db_dir, gen):
 
     cfg, how = source(a, 32)
     # Stored before either field existed; N = 32 is a decode width, where CSR configs prefetch.
-    assert how == "exact" and cfg.as_dict() == {**ODD, "kernel": "csr", "prefetch": True}
+    assert how == "exact" and cfg.as_dict() == {**ODD, "kernel": "csr", "prefetch": True, "split_k": 1}
     cfg, how = source(a, 33)  # another width bucket: the nearest entry, repaired (vec must divide 33)
     assert how == "nearest" and cfg.rows == 2 and cfg.vec == 1
     far = CSRMatrix.from_dense(random_sparse(400, 640, 0.9, torch.float32, gen))

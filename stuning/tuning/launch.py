@@ -11,7 +11,9 @@ from __future__ import annotations
 import torch
 
 from stuning.formats import CSRMatrix, SlicedELLMatrix
+from stuning.formats.scatter import ScatterTiles
 from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels import spmm_sell as sell_kernel
 
 
@@ -19,6 +21,13 @@ def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *
                 out: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``A @ B`` (plus ``bias`` per row) with the kernel ``config.kernel`` names; a sliced-ELL copy
     of A is built on first use and cached on A (weights are static)."""
+    if config.kernel == "scatter":
+        if scatter_kernel.takes(b) and a.dtype == b.dtype:
+            tiles = ScatterTiles.from_csr(a, config.rows, config.nnz_step)
+            return scatter_kernel.spmm_scatter(tiles, b, config=config, out=out, bias=bias)
+        # Off sm_90, in the interpreter, or an X TMA cannot read: the CSR kernel runs the product.
+        m, k = a.shape
+        config = spmm_kernel.heuristic(spmm_kernel.SpMMProblem(m, k, b.shape[1], a.nnz, a.dtype, a.pad_to))
     if config.kernel == "sell":
         s = SlicedELLMatrix.from_csr(a, config.rows, config.swizzle, config.nnz_step)
         return sell_kernel.spmm_sell(s.values, s.cols, s.slice_ptr, s.row_ids, b, m=a.shape[0],

@@ -127,7 +127,10 @@ def config_features(config) -> list[str]:
     ('num_warps=8,rows=16'): tile shapes interact with the warps that share them."""
     if config is None:
         return []
-    items = sorted(config.as_dict().items() if hasattr(config, "as_dict") else dict(config).items())
+    if hasattr(config, "feature_items"):
+        items = sorted(config.feature_items().items())
+    else:
+        items = sorted(config.as_dict().items() if hasattr(config, "as_dict") else dict(config).items())
     single = [f"{k}={v}" for k, v in items]
     pairs = [f"{a},{b}" for i, a in enumerate(single) for b in single[i + 1:]]
     return single + pairs

@@ -1,6 +1,7 @@
-"""SpMM on CUDA cores: gathered rows of B dominate the traffic, FMAs the arithmetic.
+"""SpMM on CUDA cores: gathered rows of B dominate the traffic, FMAs the arithmetic; and the scatter
+kernel on tensor cores (``scatter_terms``).
 
-Two kernels share the terms: CSR (masked steps, rows of a program wait for its longest: load
+Two gather kernels share the terms: CSR (masked steps, rows of a program wait for its longest: load
 imbalance) and sliced ELL (no masks, no imbalance inside a program, but padded entries read and
 multiplied, with narrower indices).
 """
@@ -10,7 +11,14 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.spmm import SpMMConfig
-from stuning.tuning.cost_model.base import CostTerms, cuda_core_terms, sector_efficiency
+from stuning.tuning.cost_model.base import (
+    LAUNCH_US,
+    CostTerms,
+    cuda_core_terms,
+    launch_shape,
+    memory_us,
+    sector_efficiency,
+)
 from stuning.tuning.device import DeviceSpec
 from stuning.tuning.features import DTYPE_BYTES, ProblemFeatures
 
@@ -31,6 +39,8 @@ def group_max_length(f: ProblemFeatures, rows: int, swizzle: bool) -> float:
 def terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostTerms:
     if cfg.kernel == "sell":
         return sell_terms(f, cfg, device)
+    if cfg.kernel == "scatter":
+        return scatter_terms(f, cfg, device)
     m, n = f["m"], f["n"]
     elt = DTYPE_BYTES[f.dtype]
     idx = f.values.get("idx_bytes", 4)
@@ -70,6 +80,51 @@ def sell_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostT
     l2 = (a_bytes * (n_blocks - 1) + gathered) * load_issue(cfg, elt)
     return _gather_terms(f, cfg, device, dram=dram, l2=l2, flops=2.0 * processed * n_padded, imbalance=1.0,
                          programs=n_slices * n_blocks)
+
+
+# The scatter kernel's steps, from its probe on the H200 (BENCHMARKS.md 7r): an SM worked through
+# its programs' steps one after another, whatever the number of programs on it (two programs took
+# twice as long as one), at about SCATTER_STEP_US plus the step's MMA at SCATTER_MMA_EFFICIENCY of the
+# tensor-core peak. A split's fp32 sums add at SCATTER_SPLIT_GBS through L2's atomics.
+SCATTER_STEP_US = 0.1
+SCATTER_TILE_US = 0.05  # per 64 x 64 of the tile: zeroing it and storing its entries, on CUDA cores
+SCATTER_MMA_EFFICIENCY = 0.8
+SCATTER_SPLIT_GBS = 3000.0
+
+
+def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostTerms:
+    """The scatter kernel (sm_90): A's tiles rebuilt in shared memory, then dense tensor-core work,
+    one (rows x nnz_step x block_n) step after another on each SM (``chain_us``); the bytes (entries
+    once per N tile, X once per band of rows) rarely bound it."""
+    from stuning.kernels.spmm_scatter import buffer_bytes
+
+    m, k, n = f["m"], f["k"], f["n"]
+    elt = DTYPE_BYTES[f.dtype]
+    bm, bk, bn = cfg.rows, cfg.nnz_step, cfg.block_n
+    m_tiles, n_tiles, k_tiles = math.ceil(m / bm), math.ceil(n / bn), math.ceil(k / bk)
+    split = max(1, min(cfg.split_k, k_tiles))
+    a_bytes = (f["nnz"] * 1.02 + 4 * m_tiles * k_tiles) * 4  # entries (padded to fours), tile offsets
+    x_bytes = k * n * elt
+    dram = a_bytes + x_bytes + m * n * elt
+    l2 = a_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
+    mma_us = 2.0 * m_tiles * bm * k_tiles * bk * n_tiles * bn / (device.tensor_rate(f.dtype) * 1e-6)
+    threads = 32 * cfg.num_warps
+    _, a_smem, x_smem = buffer_bytes(bm, bk, bn, cfg.num_stages)
+    programs = m_tiles * n_tiles * split
+    launch = launch_shape(programs, threads, 32 + bm * bn // threads, a_smem + x_smem, device)
+    sm_tensor_rate = device.tensor_rate(f.dtype) / device.sm_count * 1e-6  # flops a microsecond
+    step_us = (SCATTER_STEP_US + SCATTER_TILE_US * bm * bk / 4096
+               + 2.0 * bm * bk * bn / (sm_tensor_rate * SCATTER_MMA_EFFICIENCY))
+    # Steps per SM: a program's steps run back to back, and an SM takes programs in turn.
+    per_sm = math.ceil(programs / device.sm_count) * math.ceil(k_tiles / split)
+    split_us = m * n * 4 * (split + 1) / (SCATTER_SPLIT_GBS * 1e3) if split > 1 else 0.0
+    return CostTerms(
+        mem_us=memory_us(dram, l2, device),
+        compute_us=mma_us,
+        wave_eff=launch.wave_eff,
+        chain_us=per_sm * step_us + split_us,
+        overhead_us=LAUNCH_US,
+    )
 
 
 def padded_length(f: ProblemFeatures, cfg: SpMMConfig) -> float:

@@ -1,0 +1,359 @@
+"""SpMM on Hopper's tensor cores: A's tiles scattered into shared memory, multiplied densely with X.
+
+The gather kernels (``spmm.py``, ``spmm_sell.py``) fetch a row of X for every nonzero; from N = 64
+up that traffic and its latency bound them far below the dense product (BENCHMARKS.md 7l-7q). Here
+each (BLOCK_M x BLOCK_K) tile of A is rebuilt densely in shared memory, one 2-byte store per nonzero,
+and one warpgroup MMA multiplies it with X's (BLOCK_K x BLOCK_N) tile, which TMA brings in STAGES
+deep: "load as sparse, compute as dense". The tensor cores do the dense tile's work whatever the
+sparsity, so this kernel wins where the gather kernels are slowest (N >= 64, 90-95% zeros) and
+loses where they are fastest (N = 16, 95% zeros and up); the tuner chooses per problem.
+
+Neither Triton nor Gluon 3.6 can store to a computed address in shared memory, so the scatter is one
+line of inline PTX (``st.shared.b16``) at an offset from ``global_smem``, the symbol of the kernel's
+dynamic shared memory. That offset is where Triton places the A tiles: it puts the larger of the two
+buffers (A's slots, X's stages) first and the other right after, so the launcher passes
+``A_OFFSET`` accordingly, never sizes the two alike, and checks after compiling that the kernel uses
+no other shared memory. Entries come from ``stuning.formats.scatter`` with their byte offsets in the
+tile's swizzled image precomputed.
+
+Per step i of a program (one band of BLOCK_M rows, K tiles pid_k, pid_k + SPLIT_K, ...):
+
+    scatter step i's entries into A slot i % SLOTS      (slot zeroed two steps before)
+    wait for X's stage, fence, meet at a barrier
+    issue the MMA of slot i % SLOTS with X's stage; wait for step i - 1's MMA
+    zero this warpgroup's rows of slot (i - 1) % SLOTS; start X's load for a later step
+
+A warpgroup's wait covers only its own MMA, so it zeroes only the rows its MMA read, and X's stage
+of step i - 1 is known free to every warpgroup only a step later (``LAG``). Entries load a step
+ahead and tile bounds two, so the scatter does not wait on two dependent loads.
+
+Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR kernel runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import torch
+import triton
+from stuning.kernels.semi24_hopper import GLUON_TRITON
+from stuning.kernels.split_k import add_split, split_k_workspace
+from stuning.kernels.target import DeviceBudget, interpreting
+
+try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - depends on the installed Triton
+    gluon = None
+
+DTYPES = (torch.float16, torch.bfloat16)
+BLOCK_MS = (64, 128)  # a warpgroup (4 warps) per 64 rows
+BLOCK_KS = (64, 128)
+SPLIT_KS = (1, 2, 4, 8)
+# With more than one warpgroup X's stages lag two steps (module docstring): two would not prefetch.
+STAGES = {64: (2, 3), 128: (3, 4)}
+SLOTS = 3
+# On the H200 (4096 x 4096 fp16, BENCHMARKS.md 7r) the best scatter config ran 1.5-1.7x cuBLAS at
+# N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
+# 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
+MIN_N = 16
+
+
+def available() -> bool:
+    """Whether this Triton runs the kernel: a release with Gluon's Hopper API as used here."""
+    return gluon is not None and triton.__version__.startswith(GLUON_TRITON)
+
+
+def x_transposed(x: torch.Tensor) -> bool:
+    """Whether X (K x N) is read as X^T: K contiguous (SparseLinear's input), not N."""
+    return x.stride(0) == 1 and x.stride(1) != 1
+
+
+def takes(x: torch.Tensor) -> bool:
+    """Whether the kernel runs this X: 16-bit on an sm_90 GPU (not the interpreter), one dimension
+    contiguous and the other's stride and the start 16-byte aligned (TMA's rules). Otherwise the CSR
+    kernel runs the product."""
+    if not (available() and not interpreting() and x.is_cuda and x.dtype in DTYPES):
+        return False
+    if torch.cuda.get_device_capability(x.device) != (9, 0) or x.data_ptr() % 16:
+        return False
+    outer = x.stride(1) if x_transposed(x) else x.stride(0)
+    inner = x.stride(0) if x_transposed(x) else x.stride(1)
+    return inner == 1 and (outer * x.element_size()) % 16 == 0
+
+
+def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple[int, int, int]:
+    """(A slots, A bytes, X bytes) of a config's shared memory: a fourth slot where the two buffers
+    would be the same size (Triton's order between them would then be unknown)."""
+    a_bytes, x_bytes = SLOTS * block_m * block_k * 2, stages * block_k * block_n * 2
+    slots = SLOTS + (a_bytes == x_bytes)
+    return slots, slots * block_m * block_k * 2, x_bytes
+
+
+def block_ns(n: int) -> tuple[int, ...]:
+    """X's tile widths at N: N rounded up to a power of two, at most 256; and 128 from N = 256 up."""
+    widest = min(256, max(MIN_N, triton.next_power_of_2(n)))
+    return (widest, 128) if widest == 256 else (widest,)
+
+
+def why_excluded(config, problem, budget: DeviceBudget) -> str | None:
+    """Why a scatter config is outside the problem's space on this device (None: it is in)."""
+    if tuple(budget.compute_capability) != (9, 0) or not available():
+        return f"the scatter kernel needs an sm_90 GPU and Triton {' or '.join(GLUON_TRITON)}x (its Gluon API)"
+    if problem.dtype not in DTYPES:
+        return "the scatter kernel takes fp16 and bf16"
+    if problem.n < MIN_N:
+        return f"the scatter kernel starts at N = {MIN_N}"
+    bm, bk, bn = config.rows, config.nnz_step, config.block_n
+    if bm not in BLOCK_MS or bk not in BLOCK_KS or config.num_stages not in STAGES[bm]:
+        return f"the scatter kernel takes rows in {BLOCK_MS}, nnz_step in {BLOCK_KS}, num_stages in {STAGES}"
+    if config.num_warps != 4 * bm // 64 or config.split_k not in SPLIT_KS:
+        return "the scatter kernel runs a warpgroup per 64 rows and split_k in (1, 2, 4, 8)"
+    if bn not in block_ns(problem.n):
+        return f"the scatter kernel's N tile at N = {problem.n} is one of {block_ns(problem.n)}"
+    if config.split_k > 1 and config.split_k * bk > problem.k:
+        return "more K splits than K tiles"
+    _, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
+    if a_bytes + x_bytes + 1024 > budget.shared_mem_per_block:
+        return "A's slots and X's stages do not fit in shared memory"
+    return None
+
+
+def config_space(problem, budget: DeviceBudget | None = None) -> list:
+    """Every scatter config for the problem on the device (none off sm_90 or below N = 16)."""
+    from stuning.kernels.spmm import SpMMConfig, device_budget
+
+    budget = budget or device_budget()
+    out = []
+    for bm, bk, bn, split in itertools.product(BLOCK_MS, BLOCK_KS, block_ns(max(problem.n, 1)), SPLIT_KS):
+        for stages in STAGES[bm]:
+            cfg = SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split)
+            if why_excluded(cfg, problem, budget) is None:
+                out.append(cfg)
+    return out
+
+
+def repair(config, problem):
+    """A scatter config tuned for a neighbouring problem, fitted to this one: its N tile one of
+    ``block_ns(N)``, no more K splits than K tiles, and (fewer stages, a narrower N tile) shared
+    memory the device has."""
+    from stuning.kernels.target import device_budget
+
+    budget = device_budget()
+    split = config.split_k
+    while split > 1 and split * config.nnz_step > problem.k:
+        split //= 2
+    widths = block_ns(problem.n)
+    widths = ((config.block_n,) if config.block_n in widths else ()) + widths
+    stages = (config.num_stages,) + tuple(s for s in STAGES.get(config.rows, ()) if s < config.num_stages)
+    fitted = replace(config, block_n=widths[0], split_k=split)
+    for bn, st in itertools.product(widths, stages):
+        _, a_bytes, x_bytes = buffer_bytes(config.rows, config.nnz_step, bn, st)
+        if a_bytes + x_bytes + 1024 <= budget.shared_mem_per_block:
+            return replace(fitted, block_n=bn, num_stages=st)
+    return fitted
+
+
+def chunk_size(tiles, num_warps: int) -> int:
+    """Entries a program loads at a time: its tiles' mean list, to a power of two, at least one a
+    thread and at most 4096 (a longer list takes several chunks)."""
+    tile_count = max(1, tiles.tile_ptr.numel() - 1)
+    return max(32 * num_warps, min(4096, triton.next_power_of_2(max(1, tiles.padded_entries // tile_count))))
+
+
+def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch the kernel on ``ScatterTiles`` and dense ``b`` (``takes(b)`` must hold); ``out`` and
+    ``bias`` as for the CSR kernel."""
+    from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
+
+    if config.kernel != "scatter":
+        raise ValueError(f"spmm_scatter: config.kernel is {config.kernel!r}, not 'scatter'")
+    if (tiles.block_m, tiles.block_k) != (config.rows, config.nnz_step):
+        raise ValueError(f"spmm_scatter: the config's {config.rows} x {config.nnz_step} tiles do not match the "
+                         f"format's {tiles.block_m} x {tiles.block_k}")
+    m, k = tiles.shape
+    if b.shape[0] != k:
+        raise ValueError(f"spmm_scatter: A has {k} columns but B has {b.shape[0]} rows")
+    if tiles.dtype != b.dtype:
+        raise TypeError(f"spmm_scatter: A is {tiles.dtype} but B is {b.dtype}; they must match")
+    out = check_b_and_out("spmm_scatter", torch.empty(0, dtype=tiles.dtype, device=tiles.device), b, m, out)
+    check_bias("spmm_scatter", bias, m, torch.empty(0, dtype=tiles.dtype, device=tiles.device))
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return out
+    if k == 0 or tiles.nnz == 0:
+        return fill_bias(out, bias)
+    if not takes(b):
+        raise ValueError("spmm_scatter: B must be 16-bit on an sm_90 GPU with TMA-aligned strides (see takes)")
+    bm, bk, bn = config.rows, config.nnz_step, config.block_n
+    k_tiles = triton.cdiv(k, bk)
+    split = max(1, min(config.split_k, k_tiles))
+    grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
+    partial, counts = split_k_workspace(b.device, m * n, grid[0] * grid[2]) if split > 1 else (out, out)
+    slots, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
+    transposed = x_transposed(b)
+    gdt = gl.float16 if b.dtype == torch.float16 else gl.bfloat16
+    block = [bn, bk] if transposed else [bk, bn]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gdt)
+    src = b.t() if transposed else b
+    x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, layout)
+    kernel = _spmm_scatter_kernel[grid](
+        tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
+        m, n, out.stride(0), out.stride(1), k_tiles,
+        BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
+        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk_size(tiles, config.num_warps),
+        X_T=transposed, HAS_BIAS=bias is not None,
+        num_warps=config.num_warps,
+    )
+    used = kernel.metadata.shared
+    if not a_bytes + x_bytes <= used <= a_bytes + x_bytes + 1024:
+        # Another buffer (the barriers excepted) would move A's slots off A_OFFSET.
+        raise RuntimeError(f"spmm_scatter: the kernel uses {used} bytes of shared memory, expected "
+                           f"{a_bytes + x_bytes} and its barriers; its scatter addresses would be wrong")
+    return out
+
+
+if gluon is not None:
+
+    @gluon.jit
+    def _store_entries(e, ok, slot_byte):
+        """Store entries ``e`` (byte offset << 16 | value bits) where ``ok`` and not padding into
+        the A slot at byte ``slot_byte`` of the kernel's shared memory."""
+        off = (e >> 16) & 0xFFFF
+        ok = ok & (off != 0xFFFF)
+        # st.shared.b16 of the entry's low half at byte $1 of global_smem where $3 holds; inline asm
+        # must return something, so a dummy.
+        gl.inline_asm_elementwise("""{
+            .reg .pred p;
+            .reg .u32 a;
+            .reg .b16 lo, hi;
+            setp.ne.s32 p, $3, 0;
+            mov.u32 a, global_smem;
+            add.u32 a, a, $1;
+            mov.b32 {lo, hi}, $2;
+            @p st.shared.b16 [a], lo;
+            mov.u32 $0, 0;
+            }""", "=r,r,r,r", [slot_byte + off, e, ok.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _first_entries(ent_ptr, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+        idx = start + gl.arange(0, CHUNK, layout=e_layout)
+        return gl.load(ent_ptr + idx, mask=idx < end, other=0)
+
+    @gluon.jit
+    def _scatter(first, ent_ptr, start, end, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+        """Store a tile's entries [start, end) into its slot: ``first`` holds the first CHUNK,
+        loaded a step ahead; any more load here."""
+        _store_entries(first, start + gl.arange(0, CHUNK, layout=e_layout) < end, slot_byte)
+        for e0 in range(start + CHUNK, end, CHUNK):
+            idx = e0 + gl.arange(0, CHUNK, layout=e_layout)
+            ok = idx < end
+            _store_entries(gl.load(ent_ptr + idx, mask=ok, other=0), ok, slot_byte)
+
+    @gluon.jit
+    def _load_x(x_desc, bars, x_smem, step, pid_k, pid_n, steps, SPLIT_K: gl.constexpr, BK: gl.constexpr,
+                BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr):
+        stage = step % STAGES
+        k0 = (pid_k + step * SPLIT_K) * BK
+        mbarrier.expect(bars.index(stage), BK * BN * 2, pred=step < steps)
+        coord = [pid_n * BN, k0] if X_T else [k0, pid_n * BN]
+        tma.async_copy_global_to_shared(x_desc, coord, bars.index(stage), x_smem.index(stage), pred=step < steps)
+
+    @gluon.jit
+    def _spmm_scatter_kernel(
+        # A as scatter tiles (stuning.formats.scatter), X through TMA (X^T's descriptor when X_T)
+        tile_ptr, ent_ptr, x_desc,
+        # Y (M x N, any strides), the bias, and the split-K workspace
+        y_ptr, bias_ptr, partial_ptr, count_ptr,
+        M, N, stride_ym, stride_yn, K_TILES,
+        BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
+        SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, X_T: gl.constexpr,
+        HAS_BIAS: gl.constexpr, num_warps: gl.constexpr,
+    ):
+        DT: gl.constexpr = x_desc.dtype
+        A_BYTES: gl.constexpr = BM * BK * 2
+        # 16-byte loads of entries where CHUNK allows (lists come padded to fours).
+        VEC: gl.constexpr = min(4, CHUNK // (32 * num_warps))
+        e_layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [num_warps], [0])
+        z_layout: gl.constexpr = gl.BlockedLayout([BM // (4 * num_warps), 8], [4, 8], [num_warps, 1], [1, 0])
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                             instr_shape=[16, BN, 16])
+        a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        LAG: gl.constexpr = 1 if num_warps == 4 else 2
+
+        pid_m = gl.program_id(0)
+        pid_k = gl.program_id(1)
+        pid_n = gl.program_id(2)
+        a_smem = gl.allocate_shared_memory(DT, [SLOTS, BM, BK], a_layout)
+        if X_T:
+            x_smem = gl.allocate_shared_memory(DT, [STAGES, BN, BK], x_desc.layout)
+        else:
+            x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BN], x_desc.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        zeros = gl.zeros((BM, BK), DT, layout=z_layout)
+        for s in gl.static_range(SLOTS):
+            a_smem.index(s).store(zeros)
+        for s in gl.static_range(STAGES):
+            mbarrier.init(bars.index(s), count=1)
+        steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
+        for s in gl.static_range(STAGES - LAG):
+            _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+
+        row_tiles = tile_ptr + pid_m * K_TILES + pid_k
+        acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
+        start = 4 * gl.load(row_tiles)
+        end = 4 * gl.load(row_tiles + 1)
+        next_start = 4 * gl.load(row_tiles + SPLIT_K, mask=steps > 1, other=0)
+        next_end = 4 * gl.load(row_tiles + SPLIT_K + 1, mask=steps > 1, other=0)
+        first = _first_entries(ent_ptr, start, end, e_layout, CHUNK)
+        gl.thread_barrier()
+        for i in range(steps):
+            later = row_tiles + (i + 2) * SPLIT_K
+            later_start = 4 * gl.load(later, mask=i + 2 < steps, other=0)
+            later_end = 4 * gl.load(later + 1, mask=i + 2 < steps, other=0)
+            next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
+            _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+            first = next_first
+            start = next_start
+            end = next_end
+            next_start = later_start
+            next_end = later_end
+            mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
+            fence_async_shared()
+            gl.thread_barrier()
+            x_tile = x_smem.index(i % STAGES)
+            if X_T:
+                x_tile = x_tile.permute((1, 0))
+            acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            a_smem.index((i + SLOTS - 1) % SLOTS).store(zeros)
+            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+
+        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
+        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        if SPLIT_K > 1:
+            partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
+            last, acc = add_split(partial_ptrs, acc, ok, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, SPLIT_K)
+            if last:
+                _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+        else:
+            _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+
+    @gluon.jit
+    def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr):
+        if HAS_BIAS:
+            acc += gl.load(bias_ptr + offs_m, mask=offs_m < M, other=0.0).to(gl.float32)[:, None]
+        y_ptrs = y_ptr + offs_m[:, None].to(gl.int64) * stride_ym + offs_n[None, :] * stride_yn
+        gl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=ok)

@@ -1,0 +1,140 @@
+"""Scatter tiles: A cut into (block_m x block_k) tiles, each a list of its nonzeros ready to be stored
+into a dense tile in shared memory.
+
+The scatter SpMM kernel (``stuning.kernels.spmm_scatter``) builds each tile of A densely in shared
+memory, one 2-byte store a nonzero, and multiplies it with X's rows on the tensor cores ("load as
+sparse, compute as dense"). So each entry is one int32: the byte offset of its element in the
+tile's shared-memory image (high 16 bits) and the value's 16 bits (low). The image is NVMMA's
+128-byte swizzle for 16-bit values, the layout the warpgroup MMA reads: the tile is ``block_k / 64``
+blocks of (block_m x 64) one after another, and in a block the 16-byte chunk j of row r sits at
+chunk j ^ (r % 8). Computing it here, once per weight, leaves the kernel one shift and one add a
+nonzero.
+
+Tiles are in row-major order (the K tiles of a band of rows are consecutive), each list is padded
+to a multiple of 4 with entries of offset 0xFFFF (never a real offset: real ones are even), so that
+the kernel loads entries 16 bytes at a time, and ``tile_ptr`` counts fours. Only 16-bit values.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from stuning.formats.csr import CSRMatrix
+
+PADDING = 0xFFFF  # the offset of a padding entry
+_SWIZZLE_COLUMNS = 64  # 128 bytes of 16-bit values: one swizzle block's row
+
+
+def slot_offsets(rows: torch.Tensor, cols: torch.Tensor, block_m: int) -> torch.Tensor:
+    """Byte offsets of the elements (rows, cols) of a (block_m x block_k) 16-bit tile in NVMMA's
+    128-byte swizzle (the module docstring says how)."""
+    block, c = cols // _SWIZZLE_COLUMNS, cols % _SWIZZLE_COLUMNS
+    return block * (block_m * 128) + rows * 128 + (((c >> 3) ^ (rows & 7)) << 4) + (c & 7) * 2
+
+
+class ScatterTiles:
+    """An M x K sparse matrix as scatter tiles, built from a ``CSRMatrix`` by ``from_csr``:
+    ``tile_ptr`` (tiles + 1, int32, in fours) and ``entries`` (int32: byte offset << 16 | value bits)."""
+
+    def __init__(self, tile_ptr: torch.Tensor, entries: torch.Tensor, shape: tuple[int, int], *, block_m: int,
+                 block_k: int, dtype: torch.dtype, nnz: int):
+        self.tile_ptr = tile_ptr
+        self.entries = entries
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.block_m = int(block_m)
+        self.block_k = int(block_k)
+        self.dtype = dtype
+        self.nnz = int(nnz)
+
+    @property
+    def device(self) -> torch.device:
+        return self.entries.device
+
+    @staticmethod
+    def cache_key(block_m: int, block_k: int) -> tuple:
+        return ("scatter", int(block_m), int(block_k))
+
+    @classmethod
+    def from_csr(cls, csr: CSRMatrix, block_m: int, block_k: int) -> ScatterTiles:
+        """The scatter tiles of ``csr`` (cached in ``csr.cache``: built once per tile shape)."""
+        if csr.dtype not in (torch.float16, torch.bfloat16):
+            raise TypeError(f"ScatterTiles: values must be fp16 or bf16, got {csr.dtype}")
+        if block_k < 1 or block_k % _SWIZZLE_COLUMNS or block_m < 1 or block_m % 8:
+            raise ValueError(f"ScatterTiles: block_k must be a multiple of 64 and block_m of 8, got "
+                             f"({block_m}, {block_k})")
+        if block_m * block_k * 2 > PADDING:
+            raise ValueError(f"ScatterTiles: a {block_m} x {block_k} tile's offsets do not fit 16 bits")
+        key = cls.cache_key(block_m, block_k)
+        hit = csr.cache.get(key)
+        if hit is None:
+            hit = cls._build(csr, block_m, block_k)
+            csr.cache[key] = hit
+        return hit
+
+    @classmethod
+    def _build(cls, csr: CSRMatrix, block_m: int, block_k: int) -> ScatterTiles:
+        m, k = csr.shape
+        dev = csr.device
+        k_tiles = -(-k // block_k)
+        tiles = -(-m // block_m) * k_tiles
+        rows = csr.row_ids().to(torch.int64)
+        cols = csr.col.to(torch.int64)
+        # Padding of the CSR rows (pad_to) stores explicit zeros: storing them is harmless, but they
+        # are dropped here, where they would only be stores.
+        real = csr.values != 0
+        rows, cols, values = rows[real], cols[real], csr.values[real]
+        tile = (rows // block_m) * k_tiles + cols // block_k
+        order = torch.argsort(tile, stable=True)  # CSR order within a tile: row-major
+        tile, rows, cols, values = tile[order], rows[order], cols[order], values[order]
+        counts = torch.bincount(tile, minlength=tiles)
+        padded = (counts + 3) // 4 * 4
+        ptr = torch.zeros(tiles + 1, dtype=torch.int64, device=dev)
+        ptr[1:] = torch.cumsum(padded, 0)
+        rank = torch.arange(tile.numel(), device=dev) - (torch.cumsum(counts, 0) - counts)[tile]
+        offsets = slot_offsets(rows % block_m, cols % block_k, block_m)
+        entries = torch.full((int(ptr[-1]),), PADDING << 16, dtype=torch.int64, device=dev)
+        bits = values.view(torch.int16).to(torch.int64) & 0xFFFF
+        entries[ptr[:-1][tile] + rank] = (offsets << 16) | bits
+        # As int32: the offset's top bit may be set (tiles of 32 KB and more); the kernel masks it.
+        entries = torch.where(entries >= 2**31, entries - 2**32, entries).to(torch.int32)
+        if int(ptr[-1]) // 4 > 2**31 - 1:
+            raise ValueError("ScatterTiles: more than 2**33 entries")
+        return cls((ptr // 4).to(torch.int32), entries, csr.shape, block_m=block_m, block_k=block_k,
+                   dtype=csr.dtype, nnz=int(real.sum()))
+
+    # ---------------------------------------------------------------------------------- queries
+    @property
+    def padded_entries(self) -> int:
+        return self.entries.numel()
+
+    def to_dense(self) -> torch.Tensor:
+        """The matrix, decoded from the entries (for tests and debugging)."""
+        m, k = self.shape
+        bm, bk = self.block_m, self.block_k
+        out = torch.zeros(m, k, dtype=self.dtype, device=self.device)
+        k_tiles = -(-k // bk)
+        counts = (self.tile_ptr[1:].to(torch.int64) - self.tile_ptr[:-1].to(torch.int64)) * 4
+        tile = torch.repeat_interleave(torch.arange(counts.numel(), device=self.device), counts)
+        e = self.entries.to(torch.int64) & 0xFFFFFFFF
+        offsets, bits = e >> 16, e & 0xFFFF
+        keep = offsets != PADDING
+        # Offset -> (row, column) in the tile: the inverse of slot_offsets over the whole tile.
+        r, c = torch.meshgrid(torch.arange(bm, device=self.device), torch.arange(bk, device=self.device),
+                              indexing="ij")
+        where = torch.full((bm * bk * 2,), -1, dtype=torch.int64, device=self.device)
+        where[slot_offsets(r.reshape(-1), c.reshape(-1), bm)] = torch.arange(bm * bk, device=self.device)
+        local = where[offsets[keep]]
+        rows = (tile[keep] // k_tiles) * bm + local // bk
+        cols = (tile[keep] % k_tiles) * bk + local % bk
+        b = bits[keep]
+        values = torch.where(b >= 2**15, b - 2**16, b).to(torch.int16).view(self.dtype)
+        out[rows, cols] = values
+        return out
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.tile_ptr, self.entries))
+
+    def __repr__(self) -> str:
+        m, k = self.shape
+        return (f"ScatterTiles(shape=({m}, {k}), tiles={self.block_m}x{self.block_k}, nnz={self.nnz}, "
+                f"entries={self.padded_entries}, dtype={self.dtype}, device={self.device})")

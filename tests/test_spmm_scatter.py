@@ -1,0 +1,211 @@
+"""The scatter SpMM kernel (``stuning.kernels.spmm_scatter``) and its format (``stuning.formats.scatter``).
+
+The kernel is Gluon for sm_90 and has no interpreter: on the CPU these tests check the format (every
+entry decodes back to its element; offsets in the swizzled tile image, distinct, in range), the
+config space and its rules, the cost model's terms, and that a scatter config runs correctly through
+the CSR kernel where the scatter kernel cannot. The ``gpu``-marked tests run the kernel itself against
+float64 references: ragged M and K, N narrower than its tile, X read as X^T, split-K, Y^T with a bias.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from naive import DTYPE_NAMES, HALF_DTYPES, assert_close, dtype_tol_params, randn, random_sparse, spmm_ref
+from stuning.kernels import spmm as spmm_kernel
+from stuning.kernels import spmm_scatter
+from stuning.kernels.target import H100_BUDGET, DeviceBudget
+
+import stuning
+from stuning import CSRMatrix
+from stuning.formats.scatter import PADDING, ScatterTiles, slot_offsets
+from stuning.tuning.cost_model.spmm import scatter_terms
+from stuning.tuning.device import spec_for
+from stuning.tuning.features import ProblemFeatures
+
+HALF_TOL = dtype_tol_params(HALF_DTYPES)
+
+
+def scatter_config(bm=64, bk=64, bn=16, split=1, stages=2) -> spmm_kernel.SpMMConfig:
+    return spmm_kernel.SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split)
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=DTYPE_NAMES.get)
+@pytest.mark.parametrize("m,k,bm,bk", [(100, 200, 64, 64), (130, 300, 128, 128), (7, 70, 64, 128), (64, 64, 64, 64)])
+def test_tiles_decode_to_the_matrix(gen, dtype, m, k, bm, bk):
+    dense = random_sparse(m, k, 0.2, dtype, gen)
+    a = CSRMatrix.from_dense(dense, pad_to=4)
+    tiles = ScatterTiles.from_csr(a, bm, bk)
+    assert torch.equal(tiles.to_dense(), dense)
+    assert tiles.nnz == int((dense != 0).sum())
+    k_tiles = -(-k // bk)
+    assert tiles.tile_ptr.numel() == -(-m // bm) * k_tiles + 1
+    counts = (tiles.tile_ptr[1:] - tiles.tile_ptr[:-1]) * 4
+    assert int(counts.sum()) == tiles.padded_entries
+    # Per tile: offsets of real entries distinct, even, inside the tile's image; padding only at the end.
+    e = tiles.entries.to(torch.int64) & 0xFFFFFFFF
+    offsets = e >> 16
+    start = 0
+    for count in counts.tolist():
+        off = offsets[start:start + count]
+        real = off != PADDING
+        assert real.sum() > count - 4
+        assert not (real[1:] & ~real[:-1]).any(), "padding before a real entry"
+        assert off[real].unique().numel() == int(real.sum())
+        assert bool((off[real] % 2 == 0).all() and (off[real] < bm * bk * 2).all())
+        start += count
+    assert ScatterTiles.from_csr(a, bm, bk) is tiles, "built once per tile shape"
+
+
+def test_slot_offsets_are_the_128_byte_swizzle():
+    r, c = torch.meshgrid(torch.arange(64), torch.arange(128), indexing="ij")
+    off = slot_offsets(r.reshape(-1), c.reshape(-1), 64)
+    assert sorted(off.tolist()) == list(range(0, 64 * 128 * 2, 2)), "a permutation of the tile's bytes"
+    # Row 0 is unswizzled; row 3's chunk 0 sits at chunk 3; column 64 starts the second block.
+    assert slot_offsets(torch.tensor([0, 3, 0]), torch.tensor([9, 0, 64]), 64).tolist() == [18, 3 * 128 + 48, 64 * 128]
+
+
+def test_format_rejects_what_the_kernel_cannot_hold(gen):
+    a32 = CSRMatrix.from_dense(random_sparse(16, 64, 0.3, torch.float32, gen))
+    with pytest.raises(TypeError, match="fp16 or bf16"):
+        ScatterTiles.from_csr(a32, 64, 64)
+    a = CSRMatrix.from_dense(random_sparse(16, 64, 0.3, torch.float16, gen))
+    with pytest.raises(ValueError, match="multiple of 64"):
+        ScatterTiles.from_csr(a, 64, 32)
+    with pytest.raises(ValueError, match="16 bits"):
+        ScatterTiles.from_csr(a, 512, 128)
+
+
+def test_split_k_belongs_to_the_scatter_kernel():
+    with pytest.raises(ValueError, match="split_k"):
+        spmm_kernel.SpMMConfig(4, 16, 64, 4, False, 4, 1, "csr", split_k=2)
+    assert scatter_config(split=4).split_k == 4
+
+
+def test_config_space_only_on_hopper_with_its_triton(monkeypatch):
+    problem = spmm_kernel.SpMMProblem(4096, 4096, 128, 1_700_000, torch.float16)
+    ampere = DeviceBudget("A100", 108, 163 * 1024, 65536, 2048, (8, 0))
+    assert spmm_scatter.config_space(problem, ampere) == []
+    monkeypatch.setattr(spmm_scatter, "available", lambda: True)
+    space = spmm_scatter.config_space(problem, H100_BUDGET)
+    assert space and all(c.kernel == "scatter" for c in space)
+    assert all(spmm_scatter.why_excluded(c, problem, H100_BUDGET) is None for c in space)
+    assert {c.block_n for c in space} == {128}
+    assert {c.split_k for c in space} == set(spmm_scatter.SPLIT_KS)
+    for c in space:
+        _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(c.rows, c.nnz_step, c.block_n, c.num_stages)
+        assert a_bytes != x_bytes and a_bytes + x_bytes + 1024 <= H100_BUDGET.shared_mem_per_block
+    assert spmm_scatter.config_space(dataclasses.replace(problem, dtype=torch.float32), H100_BUDGET) == []
+    assert spmm_scatter.config_space(dataclasses.replace(problem, n=8), H100_BUDGET) == []
+    wide = spmm_scatter.config_space(dataclasses.replace(problem, n=2048), H100_BUDGET)
+    assert {c.block_n for c in wide} == {128, 256}
+
+
+def test_repair_fits_n_and_k():
+    problem = spmm_kernel.SpMMProblem(4096, 192, 48, 10_000, torch.float16)
+    fixed = spmm_kernel.repair(scatter_config(bm=128, bk=64, bn=256, split=8, stages=3), problem)
+    assert fixed.block_n == 64 and fixed.split_k == 2 and fixed.kernel == "scatter"
+
+
+def test_cost_model_terms_follow_the_work():
+    spec = spec_for("NVIDIA H200")
+
+    def features(n, density):
+        nnz = int(4096 * 4096 * density)
+        v = {"m": 4096, "k": 4096, "n": n, "nnz": nnz, "density": density, "row_mean": nnz / 4096,
+             "row_cv": 0.05, "row_max": nnz / 4096 * 1.2}
+        return ProblemFeatures("spmm", "float16", v)
+
+    small, large = scatter_terms(features(128, 0.1), scatter_config(bn=128, split=4), spec), \
+        scatter_terms(features(2048, 0.1), scatter_config(bn=256, bm=128, stages=3), spec)
+    assert large.work_us > 8 * small.work_us
+    # The MMA does the dense tile whatever the sparsity: fewer nonzeros save bytes, not steps.
+    sparse = scatter_terms(features(128, 0.02), scatter_config(bn=128, split=4), spec)
+    assert sparse.chain_us == pytest.approx(small.chain_us) and sparse.mem_us < small.mem_us
+
+
+@pytest.mark.parametrize("dtype,tol", HALF_TOL)
+def test_scatter_config_runs_where_the_kernel_cannot(gen, dtype, tol):
+    """In the interpreter (and off sm_90) a scatter config computes the product with the CSR kernel."""
+    dense = random_sparse(70, 150, 0.2, dtype, gen)
+    a = CSRMatrix.from_dense(dense, pad_to=4)
+    b = randn(150, 24, dtype=dtype, gen=gen)
+    assert not spmm_scatter.takes(b)
+    y = stuning.spmm(a, b, config=scatter_config(bn=32, split=2))
+    assert_close(y, spmm_ref(dense, b), tol, "scatter config, CSR kernel")
+
+
+# ---------------------------------------------------------------------------------------- GPU
+# (M, K, N): ragged M and K, N narrower than its tile and not a power of two, decode and wide N.
+GPU_SHAPES = ((4096, 4096, 16), (100, 200, 24), (300, 1000, 128), (1000, 333, 64), (256, 512, 512))
+GPU_CONFIGS = [scatter_config(*c) for c in ((64, 64, 16, 1, 2), (64, 128, 32, 3, 3), (128, 64, 128, 2, 3),
+                                            (128, 128, 128, 8, 4), (64, 128, 256, 1, 2))]
+
+
+def _gpu_kernel_or_skip():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0) \
+            or not spmm_scatter.available():
+        pytest.skip("the scatter kernel needs an sm_90 GPU and Triton's Gluon")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", GPU_CONFIGS,
+                         ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
+@pytest.mark.parametrize("dtype,tol", HALF_TOL)
+def test_scatter_kernel(device_gen, dtype, tol, config):
+    from stuning.kernels.split_k import split_k_workspace
+
+    _gpu_kernel_or_skip()
+    for m, k, n in GPU_SHAPES:
+        cfg = spmm_kernel.repair(config, spmm_kernel.SpMMProblem(m, k, n, 0, dtype))
+        dense = random_sparse(m, k, 0.1, dtype, device_gen)
+        a = CSRMatrix.from_dense(dense, pad_to=4)
+        b = randn(k, n, dtype=dtype, gen=device_gen)
+        ref = spmm_ref(dense, b)
+        what = f"{m}x{k}x{n} {cfg}"
+        assert spmm_scatter.takes(b), what
+        assert_close(stuning.spmm(a, b, config=cfg), ref, tol, what)
+        # X read as X^T (SparseLinear's input), and Y^T with a bias written into a NaN-filled buffer.
+        bt = randn(n, k, dtype=dtype, gen=device_gen).t()
+        bias = randn(m, dtype=dtype, gen=device_gen)
+        out_t = torch.full((n, m), float("nan"), dtype=dtype, device=b.device)
+        if spmm_scatter.takes(bt):
+            y = stuning.spmm(a, bt, config=cfg, out=out_t.t(), bias=bias)
+            assert_close(y, spmm_ref(dense, bt) + bias.double()[:, None], tol, what + ", X^T, Y^T, bias")
+        partial, counts = split_k_workspace(b.device, m * n, 1)
+        assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tol", HALF_TOL)
+def test_scatter_kernel_dense_and_empty_tiles(device_gen, dtype, tol):
+    _gpu_kernel_or_skip()
+    m, k, n = 192, 384, 64
+    dense = randn(m, k, dtype=dtype, gen=device_gen)
+    dense[64:128] = 0  # a band of empty tiles
+    dense[:, 128:256] = 0
+    a = CSRMatrix.from_dense(dense)
+    b = randn(k, n, dtype=dtype, gen=device_gen)
+    for cfg in (scatter_config(bn=64), scatter_config(bm=128, bk=128, bn=64, split=2, stages=3)):
+        assert_close(stuning.spmm(a, b, config=cfg), spmm_ref(dense, b), tol, str(cfg))
+
+
+@pytest.mark.gpu
+def test_scatter_config_with_unaligned_x_runs_the_csr_kernel(device_gen):
+    _gpu_kernel_or_skip()
+    dense = random_sparse(128, 100, 0.2, torch.float16, device_gen)
+    b = randn(100, 30, dtype=torch.float16, gen=device_gen)  # rows of 60 bytes: not TMA's 16
+    assert not spmm_scatter.takes(b)
+    y = stuning.spmm(CSRMatrix.from_dense(dense), b, config=scatter_config(bn=32))
+    assert_close(y, spmm_ref(dense, b), 2e-3, "unaligned X")
+
+
+def test_repair_keeps_shared_memory_within_the_device():
+    # 64 x 128 tiles, 3 stages: at N = 512 the widest N tile (256) would need 245 KB.
+    problem = spmm_kernel.SpMMProblem(256, 512, 512, 10_000, torch.float16)
+    fixed = spmm_kernel.repair(scatter_config(bm=64, bk=128, bn=32, split=3, stages=3), problem)
+    _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(fixed.rows, fixed.nnz_step, fixed.block_n, fixed.num_stages)
+    assert a_bytes + x_bytes + 1024 <= H100_BUDGET.shared_mem_per_block
+    assert fixed.block_n in spmm_scatter.block_ns(512)
