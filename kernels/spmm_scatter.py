@@ -42,6 +42,7 @@ from stuning.kernels.split_k import add_split, split_k_workspace
 from stuning.kernels.target import DeviceBudget, interpreting
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
+    from stuning.kernels.semi24_hopper import _store_y  # the same epilogue: Y of any strides, plus bias
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
@@ -350,10 +351,3 @@ if gluon is not None:
                 _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
         else:
             _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
-
-    @gluon.jit
-    def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr):
-        if HAS_BIAS:
-            acc += gl.load(bias_ptr + offs_m, mask=offs_m < M, other=0.0).to(gl.float32)[:, None]
-        y_ptrs = y_ptr + offs_m[:, None].to(gl.int64) * stride_ym + offs_n[None, :] * stride_yn
-        gl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=ok)
