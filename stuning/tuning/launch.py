@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from stuning.formats import CSRMatrix, SlicedELLMatrix
-from stuning.formats.scatter import ScatterTiles
+from stuning.formats import CSRMatrix, ScatterTiles, SlicedELLMatrix
 from stuning.kernels import spmm as spmm_kernel
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels import spmm_sell as sell_kernel
