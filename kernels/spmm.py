@@ -273,7 +273,8 @@ def offsets_fit_32_bits(b: torch.Tensor) -> bool:
 
 
 def check_b_and_out(what: str, values: torch.Tensor, b: torch.Tensor, m: int, out: torch.Tensor | None) -> torch.Tensor:
-    """Check B against A's values (shared by the SpMM launchers); return ``out``, allocated if None."""
+    """Check B against A's values (shared by the SpMM launchers; only their dtype and device are read,
+    so a format that carries those may stand in); return ``out``, allocated if None."""
     if b.dim() != 2:
         raise ValueError(f"{what}: B must be 2-D, got shape {tuple(b.shape)}")
     if values.dtype not in SUPPORTED_DTYPES:

@@ -39,7 +39,8 @@ import torch
 import triton
 from stuning.kernels.semi24_hopper import GLUON_TRITON
 from stuning.kernels.split_k import add_split, split_k_workspace
-from stuning.kernels.target import DeviceBudget, interpreting
+from stuning.kernels.spmm import SpMMConfig, check_b_and_out, check_bias, fill_bias
+from stuning.kernels.target import DeviceBudget, device_budget, interpreting
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
     from stuning.kernels.semi24_hopper import _store_y  # the same epilogue: Y of any strides, plus bias
@@ -131,8 +132,6 @@ def why_excluded(config, problem, budget: DeviceBudget) -> str | None:
 
 def config_space(problem, budget: DeviceBudget | None = None) -> list:
     """Every scatter config for the problem on the device (none off sm_90 or below N = 16)."""
-    from stuning.kernels.spmm import SpMMConfig, device_budget
-
     budget = budget or device_budget()
     out = []
     for bm, bk, bn, split in itertools.product(BLOCK_MS, BLOCK_KS, block_ns(max(problem.n, 1)), SPLIT_KS):
@@ -147,8 +146,6 @@ def repair(config, problem):
     """A scatter config tuned for a neighbouring problem, fitted to this one: its N tile one of
     ``block_ns(N)``, no more K splits than K tiles, and (fewer stages, a narrower N tile) shared
     memory the device has."""
-    from stuning.kernels.target import device_budget
-
     budget = device_budget()
     split = config.split_k
     while split > 1 and split * config.nnz_step > problem.k:
@@ -175,8 +172,6 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
                  bias: torch.Tensor | None = None) -> torch.Tensor:
     """Launch the kernel on ``ScatterTiles`` and dense ``b`` (``takes(b)`` must hold); ``out`` and
     ``bias`` as for the CSR kernel."""
-    from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
-
     if config.kernel != "scatter":
         raise ValueError(f"spmm_scatter: config.kernel is {config.kernel!r}, not 'scatter'")
     if (tiles.block_m, tiles.block_k) != (config.rows, config.nnz_step):
@@ -185,10 +180,9 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     m, k = tiles.shape
     if b.shape[0] != k:
         raise ValueError(f"spmm_scatter: A has {k} columns but B has {b.shape[0]} rows")
-    if tiles.dtype != b.dtype:
-        raise TypeError(f"spmm_scatter: A is {tiles.dtype} but B is {b.dtype}; they must match")
-    out = check_b_and_out("spmm_scatter", torch.empty(0, dtype=tiles.dtype, device=tiles.device), b, m, out)
-    check_bias("spmm_scatter", bias, m, torch.empty(0, dtype=tiles.dtype, device=tiles.device))
+    # The checks read only A's dtype and device, which the tiles carry: no tensor made per launch.
+    out = check_b_and_out("spmm_scatter", tiles, b, m, out)
+    check_bias("spmm_scatter", bias, m, tiles)
     n = b.shape[1]
     if m == 0 or n == 0:
         return out

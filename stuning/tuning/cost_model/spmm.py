@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.spmm import SpMMConfig
+from stuning.kernels.spmm_scatter import buffer_bytes
 from stuning.tuning.cost_model.base import (
     LAUNCH_US,
     CostTerms,
@@ -96,8 +97,6 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
     """The scatter kernel (sm_90): A's tiles rebuilt in shared memory, then dense tensor-core work,
     one (rows x nnz_step x block_n) step after another on each SM (``chain_us``); the bytes (entries
     once per N tile, X once per band of rows) rarely bound it."""
-    from stuning.kernels.spmm_scatter import buffer_bytes
-
     m, k, n = f["m"], f["k"], f["n"]
     elt = DTYPE_BYTES[f.dtype]
     bm, bk, bn = cfg.rows, cfg.nnz_step, cfg.block_n
