@@ -1,6 +1,10 @@
-"""Graph timing with L2 flushed: the flush is captured with each call, then subtracted."""
+"""Graph timing with L2 flushed: the flush is captured with each call, then subtracted; and which
+timer a config gets."""
 
 from __future__ import annotations
+
+import contextlib
+import time
 
 import pytest
 import torch
@@ -64,6 +68,57 @@ def test_the_flush_alone_is_timed_again_only_after_a_while(monkeypatch):
     clock[0] += timing.FLUSH_RETIME_S + 1
     timing.flushed_graph_us(lambda: calls.append("kernel"))
     assert calls[-2:] == ["kernel", "flush"]
+
+
+@pytest.fixture
+def timers(monkeypatch):
+    """bench_us with do_bench, the launch's host time and the graph timer replaced: set their times
+    (us) in the returned dict; no GPU needed."""
+    times = {"do_bench": 0.0, "host": 0.0, "graph": 0.0}
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: times["do_bench"] / 1e3)
+    monkeypatch.setattr(timing, "host_us", lambda fn: times["host"])
+    monkeypatch.setattr(timing, "flushed_graph_us", lambda fn, rep_ms: times["graph"])
+    monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    return times
+
+
+@pytest.mark.parametrize("do_bench_us, host_us, expected", [
+    (50.0, 5.0, (22.0, "cudagraph")),  # short: the launch would be a visible share
+    (216.0, 150.0, (22.0, "cudagraph")),  # long only because the GPU waited for the host
+    (216.0, 60.0, (22.0, "cudagraph")),  # host time over a quarter of it: do_bench may have timed it
+    (216.0, 20.0, (216.0, "do_bench")),  # long on the GPU: do_bench's time stands
+])
+def test_bench_us_times_short_and_host_bound_calls_in_a_graph(timers, do_bench_us, host_us, expected):
+    timers.update(do_bench=do_bench_us, host=host_us, graph=22.0)
+    assert timing.bench_us(lambda: None) == expected
+
+
+def test_host_time_is_the_median_of_calls_after_an_untimed_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    sleeps = iter([0.5, 0.002, 0.3, 0.002, 0.002, 0.002])  # the untimed first call, then one slow call
+
+    def fn():
+        time.sleep(next(sleeps))
+
+    us = timing.host_us(fn)
+    assert 2000 <= us < 100_000
+
+
+@pytest.mark.gpu
+def test_a_host_bound_launch_gets_its_gpu_time_on_the_gpu():
+    # A call that spends 300 us on the host around a few-us kernel: do_bench sees the host's pace,
+    # the graph replays only the kernel.
+    x = torch.randn(1 << 16, device="cuda")
+    out = torch.empty_like(x)
+
+    def slow_launch():
+        time.sleep(3e-4)
+        torch.mul(x, 2.0, out=out)
+
+    us, method = timing.bench_us(slow_launch, warmup_ms=5, rep_ms=20)
+    assert method == "cudagraph" and 0 < us < 100
+    assert torch.equal(out, x * 2.0)
 
 
 @pytest.mark.gpu

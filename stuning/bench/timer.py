@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stuning.bench import error_text
-from stuning.tuning.timing import GRAPH_BELOW_US, bench_us, flushed_graph_us
+from stuning.tuning.timing import GRAPH_BELOW_US, bench_us, flushed_graph_us, host_us
 
 WALL_CLOCK = "perf_counter"  # the `timing` of a result taken through the interpreter
 WALL_CLOCK_NOTE = "no GPU: wall clock through Triton's interpreter, not a GPU time"
@@ -109,15 +109,7 @@ class RowTimer:
             return t, t
         import torch
 
-        fn()
-        torch.cuda.synchronize()
-        host_times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            fn()
-            host_times.append(time.perf_counter() - t0)
-        host = sorted(host_times)[2] * 1e6  # median: one slow call (a GC pause, an allocation) is noise
-        torch.cuda.synchronize()
+        host = host_us(fn)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(int(self.cycles_per_us * (6 * host + 100)))
         start.record()
