@@ -23,7 +23,7 @@ import itertools
 import torch
 import triton
 from stuning.kernels.split_k import add_split
-from stuning.kernels.target import DeviceBudget, interpreting
+from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
     from triton.experimental import gluon
@@ -57,7 +57,7 @@ def takes(x: torch.Tensor, n: int) -> bool:
     """Whether the kernel runs this X: on an sm_90 GPU (not the interpreter), copied in 16-byte
     pieces (N contiguous, rows and start 16-byte aligned, N a multiple of 16). Otherwise the Triton
     kernel runs the same tiles."""
-    return (available() and not interpreting() and x.is_cuda and torch.cuda.get_device_capability(x.device) == (9, 0)
+    return (available() and not interpreting() and is_sm90(x.device)
             and x.stride(1) == 1 and x.stride(0) % 16 == 0 and x.data_ptr() % 16 == 0 and n % 16 == 0)
 
 

@@ -32,6 +32,7 @@ Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import replace
 
@@ -40,7 +41,7 @@ import triton
 from stuning.kernels.semi24_hopper import GLUON_TRITON
 from stuning.kernels.split_k import add_split, split_k_workspace
 from stuning.kernels.spmm import SpMMConfig, check_b_and_out, check_bias, fill_bias
-from stuning.kernels.target import DeviceBudget, device_budget, interpreting
+from stuning.kernels.target import DeviceBudget, device_budget, interpreting, is_sm90
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
     from stuning.kernels.semi24_hopper import _store_y  # the same epilogue: Y of any strides, plus bias
@@ -84,13 +85,18 @@ def takes(x: torch.Tensor) -> bool:
     """Whether the kernel runs this X: 16-bit on an sm_90 GPU (not the interpreter), one dimension
     contiguous and the other's stride and the start 16-byte aligned (TMA's rules). Otherwise the CSR
     kernel runs the product."""
-    if not (available() and not interpreting() and x.is_cuda and x.dtype in DTYPES):
-        return False
-    if torch.cuda.get_device_capability(x.device) != (9, 0) or x.data_ptr() % 16:
+    if not (available() and not interpreting() and x.dtype in DTYPES and is_sm90(x.device)) or x.data_ptr() % 16:
         return False
     outer = x.stride(1) if x_transposed(x) else x.stride(0)
     inner = x.stride(0) if x_transposed(x) else x.stride(1)
     return inner == 1 and (outer * x.element_size()) % 16 == 0
+
+
+@functools.cache
+def x_layout(block: tuple[int, int], dtype: torch.dtype):
+    """X's tile layout in shared memory (TMA's 128-byte swizzle); made once per tile and dtype, as
+    Gluon builds layouts slowly enough to show in a launch's host time."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), gl.float16 if dtype == torch.float16 else gl.bfloat16)
 
 
 def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple[int, int, int]:
@@ -197,11 +203,9 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     partial, counts = split_k_workspace(b.device, m * n, grid[0] * grid[2]) if split > 1 else (out, out)
     slots, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
     transposed = x_transposed(b)
-    gdt = gl.float16 if b.dtype == torch.float16 else gl.bfloat16
     block = [bn, bk] if transposed else [bk, bn]
-    layout = gl.NVMMASharedLayout.get_default_for(block, gdt)
     src = b.t() if transposed else b
-    x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, layout)
+    x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, x_layout(tuple(block), b.dtype))
     kernel = _spmm_scatter_kernel[grid](
         tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,

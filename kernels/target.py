@@ -33,6 +33,19 @@ class DeviceBudget:
 H100_BUDGET = DeviceBudget("NVIDIA H100 (assumed)", 132, 227 * 1024, 65536, 2048, (9, 0))
 
 
+def is_sm90(device: torch.device) -> bool:
+    """Whether ``device`` is an sm_90 GPU (Hopper's warpgroup MMA and TMA), asked of the driver once
+    per device: asking at every launch cost the Hopper kernels' launchers ~10 us of host time each."""
+    if device.type != "cuda":
+        return False
+    return _capability(torch.cuda.current_device() if device.index is None else device.index) == (9, 0)
+
+
+@functools.cache
+def _capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
+
+
 @functools.cache
 def device_budget(device_index: int | None = None) -> DeviceBudget:
     if interpreting() or not torch.cuda.is_available():
