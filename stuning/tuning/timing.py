@@ -13,7 +13,7 @@ TIMER_REVISION = "2"
 GRAPH_BELOW_US = 100.0  # launch overhead (tens of us through a Python launcher) is a visible share below this
 # A launch whose host time is this share of do_bench's time or more may be what do_bench timed: the
 # GPU waits for the host between calls. The scatter SpMM launcher (TMA descriptors, Gluon) spends
-# ~90-150 us of host time on a ~22 us kernel, and do_bench timed some of its configs at 116-219 us
+# ~80-150 us of host time on a ~22 us kernel, and do_bench timed some of its configs at 116-219 us
 # (BENCHMARKS.md 7s): over GRAPH_BELOW_US, so they were never re-timed in a graph, and lost.
 HOST_BOUND_SHARE = 0.25
 
