@@ -197,6 +197,14 @@ class TestPadded:
         assert torch.equal(from_dense.crow, p.crow) and torch.equal(from_dense.col, p.col)
         assert torch.equal(from_dense.values, p.values)
 
+    def test_density_counts_nonzeros_not_padding(self, gen):
+        dense = skewed_sparse(37, 45, 9.0, torch.float32, gen, empty_rows=4)
+        a = CSRMatrix.from_dense(dense)
+        p = a.padded(4)
+        assert p.nnz > a.nnz
+        assert p.nonzeros() == a.nonzeros() == a.nnz == int((dense != 0).sum())
+        assert p.density == a.density == pytest.approx(a.nnz / (37 * 45))
+
     def test_padding_repeats_last_column(self):
         dense = torch.tensor([[0.0, 3, 0, 4, 0], [0, 0, 0, 0, 0], [7, 0, 0, 0, 0]])
         p = CSRMatrix.from_dense(dense, pad_to=4)

@@ -74,6 +74,22 @@ def test_run_time_chain_exact_nearest_model(db_dir, gen):
     assert_close(stuning.spmm(a, b), spmm_ref(dense, b), TOL[torch.float32], "spmm via nearest entry")
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_padded_weight_finds_its_unpadded_problems_entry(db_dir, seed):
+    # 98% zeros, ~61 nonzeros a row: padding rows to fours adds ~2.5% entries, which crossed the
+    # density grid's boundary, so the bench's padded matrices missed the entries tuned for them.
+    gen = torch.Generator().manual_seed(seed)
+    a = CSRMatrix.from_dense(random_sparse(32, 3072, 0.02, torch.float16, gen))
+    padded = a.padded(4)
+    assert padded.nnz > 1.02 * a.nnz
+    assert key_for(spmm_features(padded, 128)) == key_for(spmm_features(a, 128))
+    db = open_db()
+    _put(db, a, 128, ODD)
+    SELECTOR.reset()
+    _, how = SELECTOR.choose(spmm_features(padded, 128), key_for(spmm_features(padded, 128)))
+    assert how == "exact"
+
+
 def test_an_entry_the_kernel_no_longer_takes_falls_back_to_the_model(db_dir, gen):
     # A 2:4 config tuned for the kernel before its rewrite, which Triton 3.6 cannot compile now.
     dense = random_24(128, 256, torch.float16, gen)

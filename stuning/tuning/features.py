@@ -100,7 +100,7 @@ def _row_features(a: CSRMatrix) -> dict:
     m, k = a.shape
     out = {
         "nnz": a.nnz,
-        "density": a.nnz / (m * k) if m * k else 0.0,
+        "density": a.density,  # padding excluded: a padded weight keys as its unpadded problem
         "row_mean": s.mean,
         "row_max": s.max,
         "row_cv": s.cv,
