@@ -151,6 +151,14 @@ def checked_time_us(run, ref: torch.Tensor, what: str, *, checks: int = 1, tol: 
         return f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"
 
 
+def best_checked(results: dict) -> tuple[str, float, list[str]]:
+    """The fastest of ``checked_time_us`` results by label: (label, us, the failures as "label: error");
+    ("-", NaN, ...) when none ran."""
+    timed = {c: t for c, t in results.items() if isinstance(t, float)}
+    best = min(timed, key=timed.get) if timed else "-"
+    return best, timed.get(best, float("nan")), [f"{c}: {t}" for c, t in results.items() if not isinstance(t, float)]
+
+
 def write_results(rows: list, file_name: str) -> None:
     """``rows`` as JSON to ``$OUT/file_name`` when $OUT is set (the device tool returns that folder)."""
     out = os.environ.get("OUT")

@@ -16,7 +16,7 @@ import json
 import os
 import time
 
-from probe_harness import checked_time_us, semi24_baseline_row, semi24_problems, write_results
+from probe_harness import best_checked, checked_time_us, semi24_baseline_row, semi24_problems, write_results
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
@@ -58,16 +58,12 @@ def main() -> int:
     print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'vs cuBLAS':>9} {'hopper':>7} {'config':>14} "
           f"{'vs cuBLAS':>9} failed")
     for r in rows:
-        timed = {c: t for c, t in r["hopper"].items() if isinstance(t, float)}
-        best = min(timed, key=timed.get) if timed else "-"
-        bt = timed.get(best, float("nan"))
+        best, bt, failures = best_checked(r["hopper"])
         print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} "
               f"{r['cublas_us'] / r['pick_us']:>8.2f}x {bt:>7.1f} {best:>14} {r['cublas_us'] / bt:>8.2f}x "
-              f"{len(r['hopper']) - len(timed)}")
-        for c, t in r["hopper"].items():
-            if not isinstance(t, float):
-                print("   ", c, t)
-                break
+              f"{len(failures)}")
+        for failure in failures[:1]:
+            print("   ", failure)
     return 0
 
 

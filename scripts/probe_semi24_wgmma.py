@@ -22,7 +22,7 @@ import time
 
 import torch
 import triton
-from probe_harness import checked_time_us, semi24_baseline_row, semi24_problems, write_results
+from probe_harness import best_checked, checked_time_us, semi24_baseline_row, semi24_problems, write_results
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
@@ -178,11 +178,9 @@ def main() -> int:
     write_results(rows, "semi24_wgmma_probe.json")
     print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'gluon best':>10} {'config':>18} {'vs cuBLAS':>9} failed")
     for r in rows:
-        timed = {c: t for c, t in r["gluon"].items() if isinstance(t, float)}
-        best = min(timed, key=timed.get) if timed else "-"
-        bt = timed.get(best, float("nan"))
+        best, bt, failures = best_checked(r["gluon"])
         print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} {bt:>10.1f} {best:>18} "
-              f"{r['cublas_us'] / bt:>8.2f}x {len(r['gluon']) - len(timed)}")
+              f"{r['cublas_us'] / bt:>8.2f}x {len(failures)}")
     return 0
 
 

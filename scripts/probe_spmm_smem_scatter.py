@@ -22,7 +22,7 @@ import json
 import os
 
 import triton
-from probe_harness import checked_time_us, spmm_baseline_row, spmm_problems, write_results
+from probe_harness import best_checked, checked_time_us, spmm_baseline_row, spmm_problems, write_results
 from stuning.kernels import spmm_scatter
 from stuning.kernels.spmm import SpMMConfig
 
@@ -70,12 +70,10 @@ def main() -> int:
     print(f"{'N':>4} {'zeros':>5} {'cuBLAS':>7} {'pick':>7} {'scatter':>7} {'config':>16} {'vs cuBLAS':>9} "
           f"{'pick vs':>7} failed")
     for r in rows:
-        timed = {c: t for c, t in r["scatter"].items() if isinstance(t, float)}
-        best = min(timed, key=timed.get) if timed else "-"
-        bt = timed.get(best, float("nan"))
+        best, bt, failures = best_checked(r["scatter"])
         print(f"{r['n']:>4} {r['sparsity']:>5} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} {bt:>7.1f} {best:>16} "
-              f"{r['cublas_us'] / bt:>8.2f}x {r['cublas_us'] / r['pick_us']:>6.2f}x {len(r['scatter']) - len(timed)}")
-        for failure in [f"{c}: {t}" for c, t in r["scatter"].items() if not isinstance(t, float)][:3]:
+              f"{r['cublas_us'] / bt:>8.2f}x {r['cublas_us'] / r['pick_us']:>6.2f}x {len(failures)}")
+        for failure in failures[:3]:
             print("   ", failure)
     return 0
 
