@@ -1,0 +1,127 @@
+"""Probe the 2:4 kernel on the sparse tensor cores (``scripts/semi24_sparse_mma.py``, ``mma.sp``).
+
+First a correctness gate on odd problems (ragged M, K not a multiple of the step, ragged N, split-K,
+bias, fp16 and bf16) against float64; then, for each Llama-7B problem (``PROBE_NS``), a grid of
+configs checked and timed (CUDA graphs, L2 flushed) beside cuBLAS and the library's pick (the
+shipped database's config for the other 2:4 kernels).
+
+    python3 scripts/probe_semi24_sparse_mma.py     # $OUT/semi24_sparse_mma_probe.json, a table last
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import time
+
+import torch
+from probe_harness import (
+    best_checked,
+    check_close,
+    checked_time_us,
+    semi24_baseline_row,
+    semi24_problems,
+    write_results,
+)
+
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
+SECONDS = float(os.environ.get("PROBE_SECONDS", "300"))
+TILES = ((64, 4), (128, 4), (128, 8))  # (block_m, num_warps)
+
+
+def configs(n: int):
+    """(block_m, block_n, split_k, num_warps, num_stages, warps_n, w_ahead)."""
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8" if n <= 16 else "1,2,4").split(",")]
+    stages = int(os.environ.get("PROBE_STAGES", "3"))
+    if n <= 16:
+        for (bm, warps), split, ahead in itertools.product(TILES, splits, (1, 2)):
+            yield bm, 16, split, warps, stages, False, ahead
+        return
+    # Warps across N: each warp multiplies all BLOCK_M / 16 tiles of rows with its N blocks.
+    for (bm, bn), split in itertools.product(((32, 64), (32, 128), (64, 64), (64, 128)), splits):
+        yield bm, bn, split, 4, stages, True, 1
+    for (bm, warps), bn, split in itertools.product(TILES[:2], (64, 128), splits):
+        yield bm, bn, split, warps, stages, False, 2
+
+
+def run(w, x, bm, bn, split, warps, stages, warps_n=False, w_ahead=2, bias=None, out=None):
+    import semi24_sparse_mma
+    import triton
+    from stuning.kernels.split_k import split_k_workspace
+
+    m, k, n = w.shape[0], w.shape[1], x.shape[1]
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (out, out)
+    semi24_sparse_mma.launch(w.values, w.masks, x, out, bias, partial, counts, m=m, n=n, k=k, block_m=bm,
+                             block_n=bn, split_k=split, num_warps=warps, num_stages=stages, warps_n=warps_n,
+                             w_ahead=w_ahead)
+    return out
+
+
+def gate() -> list[str]:
+    """Odd problems, every tile, both dtypes: the failures (none: the kernel is right)."""
+    import stuning
+
+    failures = []
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    for (m, k, n), dtype in itertools.product(((200, 1000, 48), (64, 64, 16), (333, 4096, 128)),
+                                              (torch.float16, torch.bfloat16)):
+        dense = torch.randn(m, k, generator=gen)
+        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
+        dense = (dense * keep.reshape(m, k)).to(dtype).cuda()
+        x = torch.randn(k, n, generator=gen).to(dtype).cuda()
+        bias = torch.randn(m, generator=gen).to(dtype).cuda()
+        w = stuning.Semi24Matrix.from_dense(dense)
+        ref = dense.double() @ x.double()
+        cases = [(*t, bn, split, False, 2 - split % 2) for t, bn, split in itertools.product(TILES, (16, 32), (1, 3))]
+        cases += [(bm, 4, 32, split, True, 1) for bm, split in itertools.product((32, 64), (1, 3))]
+        for bm, warps, bn, split, warps_n, ahead in cases:
+            stages = 2 + split % 2
+            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}:{'N' if warps_n else 'M'}{ahead}"
+            try:
+                if bm == 64:
+                    check_close(run(w, x, bm, bn, split, warps, stages, warps_n, ahead), ref, what)
+                yt = torch.empty(n, m, dtype=dtype, device="cuda")
+                run(w, x, bm, bn, split, warps, stages, warps_n, ahead, bias=bias, out=yt.t())
+                check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
+            except Exception as e:  # noqa: BLE001 - the gate lists every failure
+                failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
+    return failures
+
+
+def main() -> int:
+    started = time.perf_counter()
+    failures = gate()
+    print(f"gate: {len(failures)} failures ({time.perf_counter() - started:.0f} s)", flush=True)
+    for f in failures[:12]:
+        print("   ", f)
+    rows = []
+    for p in semi24_problems(SHAPES, NS, "cuda"):
+        row = {**semi24_baseline_row(p), "sparse_mma": {}}
+        for cfg in configs(p.n):
+            if time.perf_counter() - started > SECONDS:
+                break
+            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:5])) + f":{'N' if cfg[5] else 'M'}{cfg[6]}"
+            row["sparse_mma"][label] = checked_time_us(functools.partial(run, p.w, p.x, *cfg), p.ref,
+                                                       f"{p.m}x{p.k} n={p.n} {label}", checks=2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    write_results({"gate_failures": failures, "rows": rows}, "semi24_sparse_mma_probe.json")
+    print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'vs cuBLAS':>9} {'mma.sp':>7} {'config':>14} "
+          f"{'vs cuBLAS':>9} failed")
+    for r in rows:
+        best, bt, fails = best_checked(r["sparse_mma"])
+        print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} "
+              f"{r['cublas_us'] / r['pick_us']:>8.2f}x {bt:>7.1f} {best:>14} {r['cublas_us'] / bt:>8.2f}x "
+              f"{len(fails)}")
+        for failure in fails[:1]:
+            print("   ", failure)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

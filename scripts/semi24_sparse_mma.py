@@ -1,0 +1,336 @@
+"""2:4 semi-structured SpMM on the sparse tensor cores: ``mma.sp`` (m16n8k32) from Gluon by inline PTX.
+
+A probe kernel, not shipped: ``scripts/probe_semi24_sparse_mma.py`` checks it (every config matched
+float64, fp16 and bf16, ragged shapes, split-K, bias, Y^T) and times it. On the H200 its best configs
+ran 1.00-1.08x cuBLAS at N = 16 and 0.52-0.65x at N = 128 on the Llama-7B shapes, behind the
+library's 2:4 kernels (1.08-1.14x and 0.66-0.82x in the same runs; BENCHMARKS.md 7t). It stays here
+for the next attempt: the instruction works from Triton, its metadata layout is known, and the
+remaining cost is in the tiling (see 7t), not in the MMA.
+
+Triton has no sparse MMA, so the other 2:4 kernels rebuild W densely on chip and multiply it as dense
+(``semi24.py``, ``semi24_hopper.py``): they do the dense product's arithmetic and pay for the rebuild.
+The sparse MMA reads W as it is stored, the two kept values of each group of four plus 2-bit
+positions, and does half the arithmetic. It is a warp-level instruction whose operands sit in fixed
+lanes and registers, so the kernel lays every tensor out by hand (``_tile_layout``): a tensor of
+shape (TM, 2, 8, NB, 8) holds, for m16 tile ``tm`` and n8 block ``j``, row ``8 h + g`` and column
+``c`` of the tile in lane ``4 g + c // 2`` and register ``(c % 2, h)``: exactly an m16n8 accumulator
+fragment, four registers a tile. The other operands are laid out in the same shape, so one
+``inline_asm_elementwise`` with ``pack=4`` issues one MMA per (tile, block) with each lane's own
+registers.
+
+- W's values go to the MMA as they are stored: a group's kept pair is one 32-bit register. The MMA's
+  k order differs from W's columns (any order works if X's rows follow it): memory group 4 q + 2 kk + w
+  of a 64-column step is group q + 4 w of the step's MMA kk, so each lane reads its two registers of
+  a row as one 8-byte load.
+- The metadata (2-bit positions of each kept value) is built from W's 4-bit group masks in registers.
+  Which lane's bits name which row and group PTX shows only in figures; it was measured on the H200
+  (``scripts/probe_mma_sp.py``).
+- X goes through shared memory (cp.async, rows in the MMA's k order) and reaches the registers by
+  ``ldmatrix`` in the dense MMA's B layout: the sparse m16n8k32 B operand is two of those.
+
+Gluon has no interpreter: this kernel runs on sm_80+ GPUs with Triton 3.6 (checked on sm_90 only).
+"""
+
+from __future__ import annotations
+
+import triton
+
+try:  # Gluon as of Triton 3.6
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+except ImportError:  # pragma: no cover - depends on the installed Triton
+    gluon = None
+
+from stuning.kernels.split_k import add_split
+
+BLOCK_K = 64  # two MMAs of k32 a step; one 16-byte row of value pairs and two mask words a lane
+
+
+if gluon is not None:
+    _NIBBLE_LOW_BITS = gl.constexpr(0x11111111)
+
+    @gluon.constexpr_function
+    def _tile_layout(num_warps, WARPS_N):
+        """(TM, 2, 8, NB, 8): tm (registers, or warps), h (register), g (lane bits 2-4), j (registers,
+        or warps with WARPS_N), c (lane bits 0-1 and a register). Registers (c % 2, h) lowest: a pack
+        of four is one accumulator fragment. Warps split the N blocks (WARPS_N: each warp then
+        multiplies every M tile, reusing a B fragment BLOCK_M / 16 times) or the M tiles."""
+        warps = [1, 1, 1, num_warps, 1] if WARPS_N else [num_warps, 1, 1, 1, 1]
+        return gl.BlockedLayout([1, 2, 1, 1, 2], [1, 1, 8, 1, 4], warps, [4, 1, 3, 0, 2])
+
+    @gluon.constexpr_function
+    def _lane_layout(TM, num_warps, WARPS_N):
+        """(TM, 8, 4) values of lanes (g, q): one register a tile, no copies within a warp; the
+        warps split the tiles as the tile layout's do, or (WARPS_N) each holds them all."""
+        reg = [[1 << i, 0, 0] for i in range(TM.bit_length() - 1)]
+        lane = [[0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 4, 0]]
+        warp = [[0, 0, 0] for _ in range(num_warps.bit_length() - 1)]
+        if not WARPS_N:  # the warps take the lowest tile bits, as BlockedLayout does
+            warp = reg[: len(warp)] + [[0, 0, 0]] * max(0, len(warp) - len(reg))
+            reg = reg[len(warp):]
+        return gl.DistributedLinearLayout(reg, lane, warp, [], [TM, 8, 4])
+
+    @gluon.jit
+    def _positions(words):
+        """4-bit group masks (two bits set) -> the MMA's metadata nibbles: the kept positions
+        (a, b), a < b, as a | b << 2, eight groups a word at once. A group past K (mask 0) gets
+        (0, 1): its values and X's rows are zero."""
+        n: gl.constexpr = _NIBBLE_LOW_BITS
+        b0 = words & n
+        b1 = (words >> 1) & n
+        b2 = (words >> 2) & n
+        b3 = (words >> 3) & n
+        # a = 0 if bit 0 else (1 if bit 1 else 2); b = 3 if bit 3 else (2 if bit 2 else 1)
+        a_lo = b1 & ~b0
+        a_hi = n & ~(b0 | b1)
+        b_lo = b3 | (n & ~b2)
+        b_hi = b3 | b2
+        nib = a_lo | (a_hi << 1) | (b_lo << 2) | (b_hi << 3)
+        empty = n & ~(b0 | b1 | b2 | b3)
+        return gl.where(empty != 0, (nib & ~(empty * 15)) | (empty << 2), nib)
+
+    @gluon.jit
+    def _row_metadata(w0, w1, shift):
+        """16 bits of a lane's metadata register: one row's four groups 4 u .. 4 u + 3 of MMA kk, from
+        the row's two (converted) mask words of the step, ``shift`` = 8 kk + 4 u. Logical group
+        l = 4 u + i sits at memory group 4 i + 2 kk + u: word i // 2, bits 16 (i % 2) + shift."""
+        a = w0 >> shift
+        b = w1 >> shift
+        return (a & 0xF) | ((a >> 12) & 0xF0) | ((b & 0xF) << 8) | ((b >> 4) & 0xF000)
+
+    @gluon.jit
+    def _mma_sp(acc, a, b_lo, b_hi, meta, SELECTOR: gl.constexpr):
+        """acc += A B for every (tile, block) of the layout: a (int32 pairs: registers (c % 2, h)
+        are a01, a45, a23, a67), b_lo and b_hi (fp16/bf16, two registers each), meta (the first of
+        its four registers)."""
+        if b_lo.dtype == gl.bfloat16:
+            asm: gl.constexpr = ("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 "
+                                 "{$0, $1, $2, $3}, {$4, $6, $5, $7}, {$8, $9, $10, $11}, "
+                                 "{$12, $13, $14, $15}, $16, " + SELECTOR + ";")
+        else:
+            asm: gl.constexpr = ("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 "
+                                 "{$0, $1, $2, $3}, {$4, $6, $5, $7}, {$8, $9, $10, $11}, "
+                                 "{$12, $13, $14, $15}, $16, " + SELECTOR + ";")
+        return gl.inline_asm_elementwise(
+            asm, "=f,=f,=f,=f,r,r,r,r,r,r,r,r,f,f,f,f,r,r,r,r", [a, b_lo, b_hi, acc, meta],
+            dtype=gl.float32, is_pure=True, pack=4)
+
+    @gluon.jit
+    def _semi24_sparse_mma_kernel(
+        # W: values (M, K/2), read as int32 pairs, and 4-bit group masks (M, ceil(K/32)) int32
+        val_ptr,
+        mask_ptr,
+        # X (K x N, N contiguous), Y (M x N, any strides), the bias Y's rows get (HAS_BIAS)
+        x_ptr,
+        y_ptr,
+        bias_ptr,
+        # SPLIT_K > 1: the zeroed fp32 buffer (Y^T) the splits add into and a counter per output tile
+        partial_ptr,
+        count_ptr,
+        M,
+        N,
+        K,
+        stride_vm,
+        stride_mm,
+        stride_xk,
+        stride_ym,
+        stride_yn,
+        # template parameters
+        BLOCK_M: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        SPLIT_K: gl.constexpr,
+        STAGES: gl.constexpr,
+        EVEN_K: gl.constexpr,
+        HAS_BIAS: gl.constexpr,
+        WARPS_N: gl.constexpr,
+        W_AHEAD: gl.constexpr,
+        num_warps: gl.constexpr,
+    ):
+        BK: gl.constexpr = 64
+        TM: gl.constexpr = BLOCK_M // 16
+        NB: gl.constexpr = BLOCK_N // 8
+        DT: gl.constexpr = x_ptr.dtype.element_ty
+        L: gl.constexpr = _tile_layout(num_warps, WARPS_N)
+        L_tm: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
+        L_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
+        L_g: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L))))
+        L_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))
+        mma_warps: gl.constexpr = [1, num_warps] if WARPS_N else [num_warps, 1]
+        mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=mma_warps,
+                                                             instr_shape=[16, 8])
+        b_layout: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma_layout, k_width=2)
+        XT: gl.constexpr = BLOCK_N // 8
+        x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // XT, XT], [num_warps, 1], [1, 0])
+        xs_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
+
+        pid = gl.program_id(0)
+        pid_k = gl.program_id(1)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
+        pid_m = pid // num_pid_n
+        pid_n = pid % num_pid_n
+        steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
+        n_groups = gl.cdiv(K, 4)
+
+        tm = gl.arange(0, TM, layout=L_tm)[:, None, None, None, None]
+        h = gl.arange(0, 2, layout=L_h)[None, :, None, None, None]
+        g = gl.arange(0, 8, layout=L_g)[None, None, :, None, None]
+        c = gl.arange(0, 8, layout=L_c)[None, None, None, None, :]
+        # Rows past M read row M - 1: what they compute is never stored, and no load needs a mask.
+        row = gl.minimum(pid_m * BLOCK_M + 16 * tm + 8 * h + g, M - 1)
+        q = c // 2
+        # A: this lane's pair words of a row, for MMA kk: memory groups 4 q + 2 kk + (c % 2).
+        pair_ptrs = (val_ptr.to(gl.pointer_type(gl.int32)) + row.to(gl.int64) * (stride_vm // 2)
+                     + pid_k * (BK // 4) + 4 * q + (c % 2))
+        # Metadata (found on the H200, scripts/probe_mma_sp.py): for selector 0, lane 4g holds groups
+        # 0-3 of rows g (bits 0-15) and g + 8 (bits 16-31), lane 4g + 1 groups 4-7; for selector 1
+        # lanes 4g + 2 and 4g + 3 do. So lane q serves MMA q // 2 with groups 4 (q % 2) and up, and
+        # its shift into the mask words is 8 (q // 2) + 4 (q % 2) = 4 q. Loaded and built once a
+        # lane (layout LQ: no register holds a copy), then spread over L.
+        LQ: gl.constexpr = _lane_layout(TM, num_warps, WARPS_N)
+        tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
+        g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
+        q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
+        row_g = gl.minimum(pid_m * BLOCK_M + 16 * tm_q + g_q + 0 * q_q, M - 1)
+        row_g8 = gl.minimum(pid_m * BLOCK_M + 16 * tm_q + 8 + g_q + 0 * q_q, M - 1)
+        mask_ptrs_g = mask_ptr + row_g.to(gl.int64) * stride_mm + pid_k * 2
+        mask_ptrs_g8 = mask_ptr + row_g8.to(gl.int64) * stride_mm + pid_k * 2
+        shift = 4 * q_q
+
+        # X's rows in the MMAs' k order: logical group l = q + 4 w of MMA kk is memory group
+        # 4 q + 2 kk + w (see the module docstring); positions within a group are not moved.
+        kl = gl.arange(0, BK, layout=gl.SliceLayout(1, x_layout))
+        kk_l = kl // 32
+        l_l = (kl % 32) // 4
+        x_row = 4 * (4 * (l_l % 4) + 2 * kk_l + l_l // 4) + kl % 4
+        xn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, x_layout))
+        x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
+        n_ok = (xn < N)[None, :]
+        x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BLOCK_N], xs_layout)
+        for s in gl.static_range(STAGES - 1):
+            _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
+                    x_row, BK, EVEN_K)
+
+        # W's registers are loaded W_AHEAD (1 or 2) steps ahead: a step's loads are waited for only
+        # after that many steps of MMAs (the last steps reload their own: nothing is read past the end).
+        a0, a1, u0, u1, v0, v1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, 0, SPLIT_K, pid_k, q, c, n_groups,
+                                         BK, EVEN_K)
+        b0_, b1_, x0, x1, y0, y1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, gl.minimum(1, steps - 1), SPLIT_K,
+                                           pid_k, q, c, n_groups, BK, EVEN_K)
+        acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
+        for i in range(steps):
+            pairs0, pairs1, w0g, w1g, w0g8, w1g8 = a0, a1, u0, u1, v0, v1
+            if W_AHEAD == 2:
+                a0, a1, u0, u1, v0, v1 = b0_, b1_, x0, x1, y0, y1
+                b0_, b1_, x0, x1, y0, y1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8,
+                                                   gl.minimum(i + 2, steps - 1), SPLIT_K, pid_k, q, c, n_groups,
+                                                   BK, EVEN_K)
+            else:
+                a0, a1, u0, u1, v0, v1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, gl.minimum(i + 1, steps - 1),
+                                                 SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
+            meta = (_row_metadata(_positions(w0g), _positions(w1g), shift)
+                    | (_row_metadata(_positions(w0g8), _positions(w1g8), shift) << 16))
+            meta = _spread(meta, L)
+
+            async_copy.wait_group(STAGES - 2)
+            gl.thread_barrier()
+            xs = x_smem.index(i % STAGES)
+            b0 = _b_operand(xs.slice(0, 32, dim=0).load(b_layout), L, NB)
+            b1 = _b_operand(xs.slice(32, 32, dim=0).load(b_layout), L, NB)
+            acc = _mma_sp(acc, pairs0, b0[0], b0[1], meta, "0x0")
+            acc = _mma_sp(acc, pairs1, b1[0], b1[1], meta, "0x1")
+            # Every warp read slot i % STAGES before the barrier of the next step; the slot this
+            # load fills was read at step i - 1, before this step's barrier.
+            nxt = i + STAGES - 1
+            _load_x(x_smem.index(nxt % STAGES), x_ptrs, n_ok, gl.minimum(nxt, steps - 1), SPLIT_K, pid_k,
+                    stride_xk, K, x_row, BK, EVEN_K)
+        async_copy.wait_group(0)
+
+        out_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [num_warps, 1], [1, 0])
+        acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
+        offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+        offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
+        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        if SPLIT_K > 1:
+            partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
+            last, acc2 = add_split(partial_ptrs, acc2, ok, count_ptr + pid, SPLIT_K)
+            if last:
+                _store_y(acc2, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+        else:
+            _store_y(acc2, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+
+    @gluon.jit
+    def _spread(meta, L: gl.constexpr):
+        """(TM, 8, 4) values of lanes (g, q) -> (TM, 2, 8, 1, 8) in the tile layout, the same value in
+        all four registers of a lane (copies of one register, not loads)."""
+        m = gl.join(meta, meta)  # [tm, g, q, c % 2]
+        m = gl.join(m, m)  # [tm, g, q, c % 2, h]
+        m = gl.reshape(gl.permute(m, (0, 4, 1, 2, 3)), (meta.shape[0], 2, 8, 1, 8))
+        return gl.convert_layout(m, L)
+
+    @gluon.jit
+    def _b_operand(xb, L: gl.constexpr, NB: gl.constexpr):
+        """A (32, BLOCK_N) slice of X in the dense MMA's B layout -> the sparse MMA's two B halves
+        in the tile layout: element (h, g, j, c) of half s is X[16 s + 8 h + c, 8 j + g]."""
+        x5 = gl.reshape(xb, (2, 2, 8, NB, 8))  # [s, h, c, j, g]
+        x5 = gl.permute(x5, (1, 4, 3, 2, 0))  # [h, g, j, c, s]
+        lo, hi = gl.split(x5)
+        lo = gl.convert_layout(gl.reshape(lo, (1, 2, 8, NB, 8)), L)
+        hi = gl.convert_layout(gl.reshape(hi, (1, 2, 8, NB, 8)), L)
+        return lo, hi
+
+    @gluon.jit
+    def _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, step, SPLIT_K: gl.constexpr, pid_k, q, c, n_groups,
+                BK: gl.constexpr, EVEN_K: gl.constexpr):
+        """A step's W registers: the pair words of MMAs 0 and 1, and the two mask words of rows g
+        and g + 8."""
+        kt = step * SPLIT_K
+        if EVEN_K:
+            pairs0 = gl.load(pair_ptrs + kt * (BK // 4))
+            pairs1 = gl.load(pair_ptrs + kt * (BK // 4) + 2)
+            w0g = gl.load(mask_ptrs_g + kt * 2)
+            w1g = gl.load(mask_ptrs_g + kt * 2 + 1)
+            w0g8 = gl.load(mask_ptrs_g8 + kt * 2)
+            w1g8 = gl.load(mask_ptrs_g8 + kt * 2 + 1)
+        else:
+            grp = (pid_k + kt) * (BK // 4) + 4 * q + (c % 2)
+            pairs0 = gl.load(pair_ptrs + kt * (BK // 4), mask=grp < n_groups, other=0)
+            pairs1 = gl.load(pair_ptrs + kt * (BK // 4) + 2, mask=grp + 2 < n_groups, other=0)
+            n_words = gl.cdiv(n_groups, 8)
+            ok0 = (pid_k + kt) * 2 < n_words
+            ok1 = (pid_k + kt) * 2 + 1 < n_words
+            w0g = gl.load(mask_ptrs_g + kt * 2, mask=ok0, other=0)
+            w1g = gl.load(mask_ptrs_g + kt * 2 + 1, mask=ok1, other=0)
+            w0g8 = gl.load(mask_ptrs_g8 + kt * 2, mask=ok0, other=0)
+            w1g8 = gl.load(mask_ptrs_g8 + kt * 2 + 1, mask=ok1, other=0)
+        return pairs0, pairs1, w0g, w1g, w0g8, w1g8
+
+    @gluon.jit
+    def _load_x(dst, x_ptrs, n_ok, step, SPLIT_K: gl.constexpr, pid_k, stride_xk, K, x_row, BK: gl.constexpr,
+                EVEN_K: gl.constexpr):
+        kt = step * SPLIT_K
+        if EVEN_K:
+            async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok)
+        else:
+            k_ok = ((pid_k + kt) * BK + x_row < K)[:, None]
+            async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok & k_ok)
+        async_copy.commit_group()
+
+    @gluon.jit
+    def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr):
+        if HAS_BIAS:
+            acc += gl.load(bias_ptr + offs_m, mask=offs_m < M, other=0.0).to(gl.float32)[:, None]
+        y_ptrs = y_ptr + offs_m[:, None].to(gl.int64) * stride_ym + offs_n[None, :] * stride_yn
+        gl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def launch(values, masks, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
+           split_k: int, num_warps: int, num_stages: int, warps_n: bool = False, w_ahead: int = 2) -> None:
+    """Launch the kernel; ``semi24.semi24_mm`` validates the arguments and allocates."""
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    _semi24_sparse_mma_kernel[(tiles, split_k)](
+        values, masks, x, out, values if bias is None else bias, partial, counts,
+        m, n, k, values.stride(0), masks.stride(0), x.stride(0), out.stride(0), out.stride(1),
+        BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages, EVEN_K=k % BLOCK_K == 0,
+        HAS_BIAS=bias is not None, WARPS_N=warps_n, W_AHEAD=w_ahead, num_warps=num_warps,
+    )
