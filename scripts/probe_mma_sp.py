@@ -37,21 +37,18 @@ def _asm(variant: str, selector: int) -> str:
 
 
 @gluon.jit
+def _four_registers(ptr, lane):
+    """Registers 0-3 of every lane, stored register-major ((4, 32))."""
+    return gl.load(ptr + lane), gl.load(ptr + 32 + lane), gl.load(ptr + 64 + lane), gl.load(ptr + 96 + lane)
+
+
+@gluon.jit
 def _one_mma_kernel(a_ptr, b_ptr, c_ptr, meta_ptr, d_ptr, ASM: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     lane = gl.arange(0, 32, layout=layout)
-    a0 = gl.load(a_ptr + 0 * 32 + lane)
-    a1 = gl.load(a_ptr + 1 * 32 + lane)
-    a2 = gl.load(a_ptr + 2 * 32 + lane)
-    a3 = gl.load(a_ptr + 3 * 32 + lane)
-    b0 = gl.load(b_ptr + 0 * 32 + lane)
-    b1 = gl.load(b_ptr + 1 * 32 + lane)
-    b2 = gl.load(b_ptr + 2 * 32 + lane)
-    b3 = gl.load(b_ptr + 3 * 32 + lane)
-    c0 = gl.load(c_ptr + 0 * 32 + lane)
-    c1 = gl.load(c_ptr + 1 * 32 + lane)
-    c2 = gl.load(c_ptr + 2 * 32 + lane)
-    c3 = gl.load(c_ptr + 3 * 32 + lane)
+    a0, a1, a2, a3 = _four_registers(a_ptr, lane)
+    b0, b1, b2, b3 = _four_registers(b_ptr, lane)
+    c0, c1, c2, c3 = _four_registers(c_ptr, lane)
     meta = gl.load(meta_ptr + lane)
     d0, d1, d2, d3 = gl.inline_asm_elementwise(
         ASM, "=f,=f,=f,=f,r,r,r,r,r,r,r,r,f,f,f,f,r", [a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, meta],

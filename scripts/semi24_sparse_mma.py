@@ -44,6 +44,10 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
 
 from stuning.kernels.split_k import add_split
 
+if gluon is not None:
+    # X's cp.async stages and Y's store are the Hopper 2:4 kernel's, argument for argument.
+    from stuning.kernels.semi24_hopper import _load_x, _store_y
+
 BLOCK_K = 64  # two MMAs of k32 a step; one 16-byte row of value pairs and two mask words a lane
 
 
@@ -304,24 +308,6 @@ if gluon is not None:
             w0g8 = gl.load(mask_ptrs_g8 + kt * 2, mask=ok0, other=0)
             w1g8 = gl.load(mask_ptrs_g8 + kt * 2 + 1, mask=ok1, other=0)
         return pairs0, pairs1, w0g, w1g, w0g8, w1g8
-
-    @gluon.jit
-    def _load_x(dst, x_ptrs, n_ok, step, SPLIT_K: gl.constexpr, pid_k, stride_xk, K, x_row, BK: gl.constexpr,
-                EVEN_K: gl.constexpr):
-        kt = step * SPLIT_K
-        if EVEN_K:
-            async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok)
-        else:
-            k_ok = ((pid_k + kt) * BK + x_row < K)[:, None]
-            async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok & k_ok)
-        async_copy.commit_group()
-
-    @gluon.jit
-    def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr):
-        if HAS_BIAS:
-            acc += gl.load(bias_ptr + offs_m, mask=offs_m < M, other=0.0).to(gl.float32)[:, None]
-        y_ptrs = y_ptr + offs_m[:, None].to(gl.int64) * stride_ym + offs_n[None, :] * stride_yn
-        gl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 def launch(values, masks, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
