@@ -11,19 +11,22 @@ after every instruction for a register operand (checked in the sm_90a SASS; BENC
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import asdict, dataclass
 
 import torch
 import triton
 import triton.language as tl
-from stuning.kernels import semi24_hopper
+from stuning.kernels import semi24_hopper, semi24_sparse_mma
 from stuning.kernels.split_k import add_split, split_k_workspace
 from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-KERNELS = ("triton", "hopper")
+KERNELS = ("triton", "hopper", "sparse_mma")
+GLUON_KERNELS = {"hopper": semi24_hopper, "sparse_mma": semi24_sparse_mma}
+_KERNEL_NAMES = {"hopper": "Hopper", "sparse_mma": "sparse-MMA"}
 GROUPS_PER_MASK_WORD = 8  # the layout of stuning.formats.Semi24Matrix
 
 
@@ -192,9 +195,9 @@ class Semi24Config:
     split_k: int = 1  # >1: K split across programs that add into an fp32 buffer
     num_warps: int = 4
     num_stages: int = 3
-    # "triton" (this file) or "hopper" (semi24_hopper.py: W rebuilt in the MMA's registers; sm_90
-    # only; where it cannot run, the Triton kernel runs the same tiles). The Hopper kernel ignores
-    # group_m.
+    # "triton" (this file), "hopper" (semi24_hopper.py: W rebuilt in the MMA's registers) or
+    # "sparse_mma" (semi24_sparse_mma.py: the sparse tensor cores). Both Gluon kernels run on sm_90
+    # only and ignore group_m; where one cannot run, the Triton kernel runs a config of it (repair).
     kernel: str = "triton"
 
     def __post_init__(self):
@@ -222,9 +225,11 @@ def semi24_mm(
     config: Semi24Config,
     out: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
+    mma_metadata: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch the 2:4 kernel on the arrays of a ``Semi24Matrix`` of logical width ``k``:
-    ``out = W @ x (+ bias[:, None])``, ``out`` of any strides (a transposed view writes Y^T)."""
+    ``out = W @ x (+ bias[:, None])``, ``out`` of any strides (a transposed view writes Y^T).
+    The sparse-MMA kernel also reads the matrix's ``mma_metadata()``."""
     if x.dim() != 2:
         raise ValueError(f"semi24_mm: X must be 2-D, got shape {tuple(x.shape)}")
     if values.dtype not in SUPPORTED_DTYPES:
@@ -249,16 +254,28 @@ def semi24_mm(
     split_k = min(config.split_k, triton.cdiv(k, config.block_k))
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
-    if config.kernel == "hopper":
-        if semi24_hopper.takes(x, n):
-            semi24_hopper.launch(values, masks, x, out, bias, partial, counts, m=m, n=n, k=k,
-                                 block_m=config.block_m, block_n=config.block_n, split_k=split_k,
-                                 num_warps=config.num_warps, num_stages=config.num_stages)
+    if config.kernel != "triton":
+        gluon_kernel = GLUON_KERNELS[config.kernel]
+        if gluon_kernel.takes(x, n):
+            if config.kernel == "hopper":
+                semi24_hopper.launch(values, masks, x, out, bias, partial, counts, m=m, n=n, k=k,
+                                     block_m=config.block_m, block_n=config.block_n, split_k=split_k,
+                                     num_warps=config.num_warps, num_stages=config.num_stages)
+                return out
+            _check_mma_metadata(mma_metadata, m, k, values.device)
+            semi24_sparse_mma.launch(values, mma_metadata, x, out, bias, partial, counts, m=m, n=n, k=k,
+                                     block_m=config.block_m, block_n=config.block_n, split_k=split_k,
+                                     num_warps=config.num_warps, num_stages=config.num_stages)
             return out
-        why = why_excluded(Semi24Config(**{**config.as_dict(), "kernel": "triton"}), x.element_size(), device_budget())
+        fallback = triton_fallback(config)
+        why = why_excluded(fallback, x.element_size(), device_budget())
         if why is not None:
-            raise ValueError(f"semi24_mm: the Hopper kernel cannot run this X here, and the Triton kernel does not "
-                             f"take the config's tiles: {why}")
+            raise ValueError(f"semi24_mm: the {_KERNEL_NAMES[config.kernel]} kernel cannot run this X here, and the Triton kernel "
+                             f"does not take the config's tiles: {why}")
+        config = fallback
+        split_k = min(config.split_k, triton.cdiv(k, config.block_k))
+        tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+        partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
     grid = (tiles, split_k)
     _semi24_kernel[grid](
         values,
@@ -292,6 +309,24 @@ def semi24_mm(
     return out
 
 
+def _check_mma_metadata(meta: torch.Tensor | None, m: int, k: int, device: torch.device) -> None:
+    shape = (triton.cdiv(m, 16), triton.cdiv(k, semi24_sparse_mma.BLOCK_K), 32)
+    if meta is None:
+        raise ValueError("semi24_mm: the sparse-MMA kernel needs the matrix's mma_metadata() (pass mma_metadata=)")
+    if tuple(meta.shape) != shape or meta.dtype != torch.int32 or meta.device != device or not meta.is_contiguous():
+        raise ValueError(f"semi24_mm: mma_metadata must be a contiguous int32 {shape} tensor on {device} "
+                         f"(Semi24Matrix.mma_metadata()), got {meta.dtype} {tuple(meta.shape)} on {meta.device}")
+
+
+def triton_fallback(config: Semi24Config) -> Semi24Config:
+    """The Triton kernel's config for a Gluon kernel's, where that one cannot run: the same tiles,
+    with the sparse-MMA kernel's 16-row and 1-2-warp tiles and 12-16 splits brought into its space."""
+    if config.kernel == "sparse_mma":
+        return dataclasses.replace(config, kernel="triton", block_m=max(32, config.block_m),
+                                   num_warps=max(4, config.num_warps), split_k=min(8, config.split_k))
+    return dataclasses.replace(config, kernel="triton")
+
+
 def spread_banks(config: Semi24Config) -> bool:
     """Whether the rebuilt tile goes to shared memory in _k_of_column's order. That order is fitted
     to the 32-byte swizzle Triton 3.6 gives the tile for ``mma.sync`` (N tiles under 64); for the
@@ -319,8 +354,8 @@ _MIN_WIDE_BLOCK_N = 64
 
 def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
     """Pipelined tiles in shared memory (value pairs, masks and X, once per stage) and the
-    decompressed W tile handed to the dot; the Hopper kernel keeps only X's stages there."""
-    if config.kernel == "hopper":
+    decompressed W tile handed to the dot; the Gluon kernels keep only X's stages there."""
+    if config.kernel != "triton":
         return config.num_stages * config.block_k * config.block_n * elem_size
     per_stage = (
         config.block_m * config.block_k // 2 * elem_size
@@ -334,8 +369,8 @@ def why_excluded(config: Semi24Config, elem_size: int, budget: DeviceBudget) -> 
     """Why a config is outside the space whatever the problem (None: it is in): what spills, what
     the compiler rejects, what starves the warps, what does not fit in shared memory."""
     bm, bn, bk, warps = config.block_m, config.block_n, config.block_k, config.num_warps
-    if config.kernel == "hopper":
-        return semi24_hopper.why_excluded(bm, bn, bk, warps, config.num_stages, elem_size, budget)
+    if config.kernel != "triton":
+        return GLUON_KERNELS[config.kernel].why_excluded(bm, bn, bk, warps, config.num_stages, elem_size, budget)
     threads = 32 * warps
     if bm * bn // threads > 128 or (bm * bk + bm * bn) // threads > 160:
         return "the accumulator plus the rebuilt W tile exceed ~160 registers a thread (spills in sm_90a SASS)"
@@ -369,6 +404,9 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
     split_ks = _SPLIT_KS if problem.n <= 256 else (1,)
     for bm, bn, sk, warps, stages in semi24_hopper.tiles(block_ns, split_ks, problem.k, problem.n, elem, budget):
         out.append(Semi24Config(bm, bn, semi24_hopper.BLOCK_K, 1, sk, warps, stages, kernel="hopper"))
+    sparse_splits = semi24_sparse_mma.SPLIT_KS if problem.n <= 256 else (1,)
+    for bm, bn, sk, warps, stages in semi24_sparse_mma.tiles(sparse_splits, problem.k, problem.n, elem, budget):
+        out.append(Semi24Config(bm, bn, semi24_sparse_mma.BLOCK_K, 1, sk, warps, stages, kernel="sparse_mma"))
     return out
 
 
@@ -399,9 +437,9 @@ def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
     out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages,
                        config.kernel)
     elem = problem.dtype.itemsize
-    if out.kernel == "hopper" and (problem.n % 16 or why_excluded(out, elem, device_budget()) is not None):
-        # Where the Hopper kernel cannot take the problem, the Triton kernel runs its tiles.
-        out = Semi24Config(**{**out.as_dict(), "kernel": "triton"})
+    if out.kernel != "triton" and (problem.n % 16 or why_excluded(out, elem, device_budget()) is not None):
+        # Where a Gluon kernel cannot take the problem, the Triton kernel runs its tiles.
+        out = triton_fallback(out)
     why = why_excluded(out, elem, device_budget())
     if why is not None:
         raise ValueError(f"2:4 config {out} is not in the kernel's config space: {why}")

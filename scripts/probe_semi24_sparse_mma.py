@@ -1,4 +1,4 @@
-"""Probe the 2:4 kernel on the sparse tensor cores (``scripts/semi24_sparse_mma.py``, ``mma.sp``).
+"""Probe the 2:4 kernel on the sparse tensor cores (``kernels/semi24_sparse_mma.py``, ``mma.sp``).
 
 First a correctness gate on odd problems (ragged M, K not a multiple of the step, ragged N, split-K,
 bias, fp16 and bf16) against float64; then, for each Llama-7B problem (``PROBE_NS``), a grid of
@@ -34,29 +34,32 @@ TILES = ((64, 4), (128, 4), (128, 8))  # (block_m, num_warps)
 
 def configs(n: int):
     """(block_m, block_n, split_k, num_warps, num_stages, warps_n, w_ahead)."""
-    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8" if n <= 16 else "1,2,4").split(",")]
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "2,4,8" if n <= 16 else "1,2,4").split(",")]
     stages = int(os.environ.get("PROBE_STAGES", "3"))
+    aheads = [int(v) for v in os.environ.get("PROBE_AHEAD", "1,2").split(",")]
     if n <= 16:
-        for (bm, warps), split, ahead in itertools.product(TILES, splits, (1, 2)):
-            yield bm, 16, split, warps, stages, False, ahead
+        for (bm, warps), split, ahead in itertools.product(((16, 1), (32, 2), *TILES), splits, aheads):
+            yield bm, 16, split, warps, stages, 1, ahead
         return
-    # Warps across N: each warp multiplies all BLOCK_M / 16 tiles of rows with its N blocks.
-    for (bm, bn), split in itertools.product(((32, 64), (32, 128), (64, 64), (64, 128)), splits):
-        yield bm, bn, split, 4, stages, True, 1
-    for (bm, warps), bn, split in itertools.product(TILES[:2], (64, 128), splits):
-        yield bm, bn, split, warps, stages, False, 2
+    # (block_m, block_n, num_warps, warps_n): warp tiles of 16-64 rows by 32-128 columns.
+    tiles = ((32, 64, 2, 1), (32, 128, 2, 1), (32, 128, 4, 2), (64, 64, 4, 1), (64, 128, 4, 1), (64, 64, 4, 2),
+             (64, 128, 4, 2), (128, 64, 4, 1), (128, 128, 4, 2), (128, 128, 8, 2), (128, 128, 8, 4))
+    tiles = tiles[int(os.environ.get("PROBE_FIRST_TILE", "0")):]
+    for (bm, bn, warps, warps_n), split, ahead in itertools.product(tiles, splits, aheads):
+        yield bm, bn, split, warps, stages, warps_n, ahead
 
 
-def run(w, x, bm, bn, split, warps, stages, warps_n=False, w_ahead=2, bias=None, out=None):
-    import semi24_sparse_mma
+def run(w, x, bm, bn, split, warps, stages, warps_n=1, w_ahead=1, bias=None, out=None):
     import triton
+    from stuning.kernels import semi24_sparse_mma
     from stuning.kernels.split_k import split_k_workspace
 
     m, k, n = w.shape[0], w.shape[1], x.shape[1]
+
     out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (out, out)
-    semi24_sparse_mma.launch(w.values, w.masks, x, out, bias, partial, counts, m=m, n=n, k=k, block_m=bm,
+    semi24_sparse_mma.launch(w.values, w.mma_metadata(), x, out, bias, partial, counts, m=m, n=n, k=k, block_m=bm,
                              block_n=bn, split_k=split, num_warps=warps, num_stages=stages, warps_n=warps_n,
                              w_ahead=w_ahead)
     return out
@@ -77,11 +80,11 @@ def gate() -> list[str]:
         bias = torch.randn(m, generator=gen).to(dtype).cuda()
         w = stuning.Semi24Matrix.from_dense(dense)
         ref = dense.double() @ x.double()
-        cases = [(*t, bn, split, False, 2 - split % 2) for t, bn, split in itertools.product(TILES, (16, 32), (1, 3))]
-        cases += [(bm, 4, 32, split, True, 1) for bm, split in itertools.product((32, 64), (1, 3))]
+        cases = [(*t, bn, split, 1, 2 - split % 2) for t, bn, split in itertools.product(TILES, (16, 32), (1, 3))]
+        cases += [(bm, 4, 32, split, 2, 1) for bm, split in itertools.product((32, 64), (1, 3))]
         for bm, warps, bn, split, warps_n, ahead in cases:
             stages = 2 + split % 2
-            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}:{'N' if warps_n else 'M'}{ahead}"
+            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}:n{warps_n}a{ahead}"
             try:
                 if bm == 64:
                     check_close(run(w, x, bm, bn, split, warps, stages, warps_n, ahead), ref, what)
@@ -95,7 +98,7 @@ def gate() -> list[str]:
 
 def main() -> int:
     started = time.perf_counter()
-    failures = gate()
+    failures = gate() if os.environ.get("PROBE_GATE", "1") == "1" else []
     print(f"gate: {len(failures)} failures ({time.perf_counter() - started:.0f} s)", flush=True)
     for f in failures[:12]:
         print("   ", f)
@@ -105,7 +108,7 @@ def main() -> int:
         for cfg in configs(p.n):
             if time.perf_counter() - started > SECONDS:
                 break
-            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:5])) + f":{'N' if cfg[5] else 'M'}{cfg[6]}"
+            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:5])) + f":n{cfg[5]}a{cfg[6]}"
             row["sparse_mma"][label] = checked_time_us(functools.partial(run, p.w, p.x, *cfg), p.ref,
                                                        f"{p.m}x{p.k} n={p.n} {label}", checks=2)
         rows.append(row)

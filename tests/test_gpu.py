@@ -358,6 +358,48 @@ def test_semi24_hopper_kernel(device_gen, dtype, tol, config):
         assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
 
 
+SPARSE_MMA_CONFIGS = [semi24_kernel.Semi24Config(bm, bn, 64, 1, split, warps, stages, kernel="sparse_mma")
+                      for bm, bn, split, warps, stages in ((16, 16, 1, 1, 2), (32, 16, 3, 2, 3), (64, 16, 16, 4, 3),
+                                                           (128, 32, 8, 8, 2), (128, 16, 6, 4, 3))]
+
+
+@pytest.mark.parametrize("config", SPARSE_MMA_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
+def test_semi24_sparse_mma_kernel(device_gen, dtype, tol, config):
+    from stuning.kernels import semi24_sparse_mma
+    from stuning.kernels.split_k import split_k_workspace
+
+    if torch.cuda.get_device_capability() != (9, 0) or not semi24_sparse_mma.available():
+        pytest.skip("the sparse-MMA 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
+    for m, k, n in HOPPER_SHAPES:
+        dense = random_24(m, k, dtype, device_gen)
+        w = Semi24Matrix.from_dense(dense, pad=True)
+        x = randn(k, n, dtype=dtype, gen=device_gen)
+        assert semi24_sparse_mma.takes(x, n)
+        bias = randn(m, dtype=dtype, gen=device_gen)
+        ref = semi24_ref(dense, x)
+        assert_close(stuning.semi24_mm(w, x, config=config), ref, tol, f"{m}x{k}x{n} {config}")
+        out_t = torch.empty((n, m), dtype=dtype, device=x.device)
+        y = stuning.semi24_mm(w, x, config=config, out=out_t.t(), bias=bias)
+        assert_close(y, ref + bias.double()[:, None], tol, f"{m}x{k}x{n} {config}, bias, Y^T")
+        partial, counts = split_k_workspace(x.device, m * n, 1)
+        assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
+
+
+def test_semi24_sparse_mma_launcher_needs_the_metadata(device_gen):
+    from stuning.kernels import semi24_sparse_mma
+
+    if torch.cuda.get_device_capability() != (9, 0) or not semi24_sparse_mma.available():
+        pytest.skip("the sparse-MMA 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
+    w = Semi24Matrix.from_dense(random_24(64, 128, torch.float16, device_gen))
+    x = randn(128, 16, dtype=torch.float16, gen=device_gen)
+    config = SPARSE_MMA_CONFIGS[0]
+    with pytest.raises(ValueError, match="needs the matrix's mma_metadata"):
+        semi24_kernel.semi24_mm(w.values, w.masks, x, k=128, config=config)
+    with pytest.raises(ValueError, match="mma_metadata must be a contiguous int32"):
+        semi24_kernel.semi24_mm(w.values, w.masks, x, k=128, config=config, mma_metadata=w.masks)
+
+
 # The Triton 2:4 kernel's split-K configs the H200 database picks for the Llama-7B and BERT layers,
 # writing Y^T as SparseLinear does. The split that finished a tile zeroed the workspace in another
 # thread layout than it read it in: until a barrier went between them, it lost whole splits' sums at

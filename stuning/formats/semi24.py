@@ -126,8 +126,50 @@ class Semi24Matrix(StoredValues):
     def nbytes(self) -> int:
         return self.values.numel() * self.values.element_size() + self.masks.numel() * 4
 
+    def mma_metadata(self) -> torch.Tensor:
+        """The masks as the sparse tensor-core MMA reads them (``sparse_mma_metadata``), built on first
+        use and kept while the masks stay the same tensor, unmodified."""
+        key = (self.masks.data_ptr(), self.masks._version, self.masks.shape)
+        held = self.cache.get("mma_metadata")
+        if held is None or held[0] != key:
+            held = (key, sparse_mma_metadata(self.masks, self.shape[0], self.shape[1]))
+            self.cache["mma_metadata"] = held
+        return held[1]
+
     def __repr__(self) -> str:
         return f"Semi24Matrix(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+
+# The sparse MMA (m16n8k32) takes a kept pair's positions a < b as the nibble a | b << 2; a group past
+# K (mask 0: its values and X's rows are zero) gets positions (0, 1), a valid nibble.
+_MMA_NIBBLE = {0b0011: 0x4, 0b0101: 0x8, 0b1001: 0xC, 0b0110: 0x9, 0b1010: 0xD, 0b1100: 0xE, 0: 0x4}
+MMA_TILE_ROWS = 16
+MMA_STEP_COLS = 64
+
+
+def sparse_mma_metadata(masks: torch.Tensor, m: int, k: int) -> torch.Tensor:
+    """4-bit group masks -> the metadata registers of ``stuning.kernels.semi24_sparse_mma``:
+    (ceil(M/16), ceil(K/64), 32) int32, as many bytes as the masks (rounded up to whole tiles).
+
+    Word [t, s, 4 g + q] is lane (g, q)'s register for rows 16 t .. 16 t + 15 and columns
+    64 s .. 64 s + 63: it serves the step's MMA kk = q // 2 (sparsity selector kk) with its groups
+    4 u .. 4 u + 3 (u = q % 2), row 16 t + g in nibbles 0-3 and row 16 t + g + 8 in nibbles 4-7 (the
+    lane layout measured on the H200, scripts/probe_mma_sp.py). The kernel feeds the MMAs W's groups
+    out of order: group 4 u + i of MMA kk is the step's group 4 i + 2 kk + u.
+    """
+    tiles, steps = -(-m // MMA_TILE_ROWS), -(-k // MMA_STEP_COLS)
+    lut = torch.zeros(16, dtype=torch.int64, device=masks.device)
+    for mask, nibble in _MMA_NIBBLE.items():
+        lut[mask] = nibble
+    groups = (k + 3) // 4
+    nib = torch.full((tiles * MMA_TILE_ROWS, steps * MMA_STEP_COLS // 4), 0x4, dtype=torch.int64, device=masks.device)
+    nib[:m, :groups] = lut[unpack_masks(masks, groups)]
+    nib = nib.reshape(tiles, 2, 8, steps, 4, 2, 2)  # [t, h, g, s, i, kk, u]: row 16 t + 8 h + g, group 4 i + 2 kk + u
+    shifts = (4 * torch.arange(4, device=masks.device)).reshape(4, 1, 1)
+    half = (nib << shifts).sum(4)  # [t, h, g, s, kk, u]: a row's 16 bits
+    word = half[:, 0] | (half[:, 1] << 16)  # [t, g, s, kk, u]
+    word = word.permute(0, 2, 1, 3, 4).reshape(tiles, steps, 32)  # lane 4 g + 2 kk + u
+    return torch.where(word >= 2**31, word - 2**32, word).to(torch.int32).contiguous()
 
 
 def masks_from_positions(keep_pos: torch.Tensor) -> torch.Tensor:

@@ -1,12 +1,5 @@
 """2:4 semi-structured SpMM on the sparse tensor cores: ``mma.sp`` (m16n8k32) from Gluon by inline PTX.
 
-A probe kernel, not shipped: ``scripts/probe_semi24_sparse_mma.py`` checks it (every config matched
-float64, fp16 and bf16, ragged shapes, split-K, bias, Y^T) and times it. On the H200 its best configs
-ran 1.00-1.08x cuBLAS at N = 16 and 0.52-0.65x at N = 128 on the Llama-7B shapes, behind the
-library's 2:4 kernels (1.08-1.14x and 0.66-0.82x in the same runs; BENCHMARKS.md 7t). It stays here
-for the next attempt: the instruction works from Triton, its metadata layout is known, and the
-remaining cost is in the tiling (see 7t), not in the MMA.
-
 Triton has no sparse MMA, so the other 2:4 kernels rebuild W densely on chip and multiply it as dense
 (``semi24.py``, ``semi24_hopper.py``): they do the dense product's arithmetic and pay for the rebuild.
 The sparse MMA reads W as it is stored, the two kept values of each group of four plus 2-bit
@@ -22,17 +15,25 @@ registers.
   k order differs from W's columns (any order works if X's rows follow it): memory group 4 q + 2 kk + w
   of a 64-column step is group q + 4 w of the step's MMA kk, so each lane reads its two registers of
   a row as one 8-byte load.
-- The metadata (2-bit positions of each kept value) is built from W's 4-bit group masks in registers.
-  Which lane's bits name which row and group PTX shows only in figures; it was measured on the H200
-  (``scripts/probe_mma_sp.py``).
+- The metadata (2-bit positions of each kept value) is built once a matrix from its 4-bit group masks
+  in the lanes' order (``Semi24Matrix.mma_metadata``; as many bytes as the masks), so a lane loads
+  its register of a step as one coalesced word. Which lane's bits name which row and group PTX shows only in
+  figures; it was measured on the H200 (``scripts/probe_mma_sp.py``).
 - X goes through shared memory (cp.async, rows in the MMA's k order) and reaches the registers by
   ``ldmatrix`` in the dense MMA's B layout: the sparse m16n8k32 B operand is two of those.
 
-Gluon has no interpreter: this kernel runs on sm_80+ GPUs with Triton 3.6 (checked on sm_90 only).
+On the H200 it ran 1.12-1.32x cuBLAS at N = 16 on the Llama-7B shapes, ahead of the other 2:4
+kernels, and 0.52-0.70x at N = 128, behind them (BENCHMARKS.md 7t): its space stops at ``MAX_N``.
+Gluon has no interpreter and its API moves between releases: the kernel is offered on sm_90 GPUs
+with the Triton release it was checked on (``semi24_hopper.GLUON_TRITON``); elsewhere the Triton
+kernel runs a config of it (``semi24.repair``).
 """
 
 from __future__ import annotations
 
+import itertools
+
+import torch
 import triton
 
 try:  # Gluon as of Triton 3.6
@@ -42,66 +43,81 @@ try:  # Gluon as of Triton 3.6
 except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
+from stuning.kernels import semi24_hopper
 from stuning.kernels.split_k import add_split
+from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 if gluon is not None:
     # X's cp.async stages and Y's store are the Hopper 2:4 kernel's, argument for argument.
     from stuning.kernels.semi24_hopper import _load_x, _store_y
 
-BLOCK_K = 64  # two MMAs of k32 a step; one 16-byte row of value pairs and two mask words a lane
+BLOCK_K = 64  # two MMAs of k32 a step: 8 bytes of value pairs a lane and row, one metadata word a lane
+# (BLOCK_M, num_warps): each warp multiplies 16 or 32 rows. Measured on the H200 (7t): at N = 16 the
+# 16-32-row warps with 4-16 splits won; warps across N and two steps of W in flight did not.
+TILES = ((16, 1), (32, 2), (64, 4), (128, 4), (128, 8))
+STAGES = (2, 3)
+SPLIT_KS = (1, 2, 3, 4, 6, 8, 12, 16)
+# At N = 16 it beat the other 2:4 kernels on every Llama-7B shape; at N = 128 it lost on every one.
+MAX_N = 32
+
+
+def available() -> bool:
+    """Whether this Triton runs the kernel (Gluon's API as checked, the Hopper kernel's release)."""
+    return semi24_hopper.available()
+
+
+def takes(x: torch.Tensor, n: int) -> bool:
+    """Whether the kernel runs this X: on an sm_90 GPU (not the interpreter), copied in 16-byte
+    pieces (N contiguous, rows and start 16-byte aligned, N a multiple of 16)."""
+    return (available() and not interpreting() and is_sm90(x.device)
+            and x.stride(1) == 1 and x.stride(0) % 16 == 0 and x.data_ptr() % 16 == 0 and n % 16 == 0)
+
+
+def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, elem_size: int,
+                 budget: DeviceBudget) -> str | None:
+    """Why a config of this kernel is outside its space (None: it is in)."""
+    if tuple(budget.compute_capability) != (9, 0) or not available():
+        return (f"the sparse-MMA kernel needs an sm_90 GPU and Triton {' or '.join(semi24_hopper.GLUON_TRITON)}x "
+                "(its Gluon API)")
+    if block_k != BLOCK_K:
+        return f"the sparse-MMA kernel steps K by {BLOCK_K}"
+    if (block_m, num_warps) not in TILES or num_stages not in STAGES or block_n not in (16, 32):
+        return (f"the sparse-MMA kernel takes (block_m, num_warps) in {TILES}, num_stages in {STAGES} and "
+                "block_n 16 or 32")
+    return None
+
+
+def tiles(split_ks, k: int, n: int, elem_size: int, budget: DeviceBudget):
+    """(block_m, block_n, split_k, num_warps, num_stages) of the space at N ``n`` (none above
+    ``MAX_N`` or where the kernel cannot read X in 16-byte pieces)."""
+    if n % 16 or n > MAX_N:
+        return
+    for (bm, warps), bn, sk, stages in itertools.product(TILES, (16, 32), split_ks, STAGES):
+        if bn > max(16, n) or (sk > 1 and sk * BLOCK_K > k):
+            continue
+        if why_excluded(bm, bn, BLOCK_K, warps, stages, elem_size, budget) is None:
+            yield bm, bn, sk, warps, stages
 
 
 if gluon is not None:
-    _NIBBLE_LOW_BITS = gl.constexpr(0x11111111)
+    @gluon.constexpr_function
+    def _tile_layout(WARPS_M, WARPS_N):
+        """(TM, 2, 8, NB, 8): tm (WARPS_M warps, then registers), h (register), g (lane bits 2-4), j
+        (WARPS_N warps, then registers), c (lane bits 0-1 and a register). Registers (c % 2, h)
+        lowest: a pack of four is one accumulator fragment. A warp multiplies BLOCK_M / 16 / WARPS_M
+        tiles of rows by BLOCK_N / 8 / WARPS_N blocks of columns: each W fragment it loads serves its
+        blocks, each X fragment its tiles."""
+        return gl.BlockedLayout([1, 2, 1, 1, 2], [1, 1, 8, 1, 4], [WARPS_M, 1, 1, WARPS_N, 1], [4, 1, 3, 0, 2])
 
     @gluon.constexpr_function
-    def _tile_layout(num_warps, WARPS_N):
-        """(TM, 2, 8, NB, 8): tm (registers, or warps), h (register), g (lane bits 2-4), j (registers,
-        or warps with WARPS_N), c (lane bits 0-1 and a register). Registers (c % 2, h) lowest: a pack
-        of four is one accumulator fragment. Warps split the N blocks (WARPS_N: each warp then
-        multiplies every M tile, reusing a B fragment BLOCK_M / 16 times) or the M tiles."""
-        warps = [1, 1, 1, num_warps, 1] if WARPS_N else [num_warps, 1, 1, 1, 1]
-        return gl.BlockedLayout([1, 2, 1, 1, 2], [1, 1, 8, 1, 4], warps, [4, 1, 3, 0, 2])
-
-    @gluon.constexpr_function
-    def _lane_layout(TM, num_warps, WARPS_N):
-        """(TM, 8, 4) values of lanes (g, q): one register a tile, no copies within a warp; the
-        warps split the tiles as the tile layout's do, or (WARPS_N) each holds them all."""
-        reg = [[1 << i, 0, 0] for i in range(TM.bit_length() - 1)]
+    def _lane_layout(TM, WARPS_M, WARPS_N):
+        """(TM, 8, 4) values of lanes (g, q): one register a tile, no copies within a warp; the warps
+        split the tiles as the tile layout's do (its low warp bits go to N, which this broadcasts)."""
+        tm_bits = [[1 << i, 0, 0] for i in range(TM.bit_length() - 1)]
         lane = [[0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 4, 0]]
-        warp = [[0, 0, 0] for _ in range(num_warps.bit_length() - 1)]
-        if not WARPS_N:  # the warps take the lowest tile bits, as BlockedLayout does
-            warp = reg[: len(warp)] + [[0, 0, 0]] * max(0, len(warp) - len(reg))
-            reg = reg[len(warp):]
-        return gl.DistributedLinearLayout(reg, lane, warp, [], [TM, 8, 4])
-
-    @gluon.jit
-    def _positions(words):
-        """4-bit group masks (two bits set) -> the MMA's metadata nibbles: the kept positions
-        (a, b), a < b, as a | b << 2, eight groups a word at once. A group past K (mask 0) gets
-        (0, 1): its values and X's rows are zero."""
-        n: gl.constexpr = _NIBBLE_LOW_BITS
-        b0 = words & n
-        b1 = (words >> 1) & n
-        b2 = (words >> 2) & n
-        b3 = (words >> 3) & n
-        # a = 0 if bit 0 else (1 if bit 1 else 2); b = 3 if bit 3 else (2 if bit 2 else 1)
-        a_lo = b1 & ~b0
-        a_hi = n & ~(b0 | b1)
-        b_lo = b3 | (n & ~b2)
-        b_hi = b3 | b2
-        nib = a_lo | (a_hi << 1) | (b_lo << 2) | (b_hi << 3)
-        empty = n & ~(b0 | b1 | b2 | b3)
-        return gl.where(empty != 0, (nib & ~(empty * 15)) | (empty << 2), nib)
-
-    @gluon.jit
-    def _row_metadata(w0, w1, shift):
-        """16 bits of a lane's metadata register: one row's four groups 4 u .. 4 u + 3 of MMA kk, from
-        the row's two (converted) mask words of the step, ``shift`` = 8 kk + 4 u. Logical group
-        l = 4 u + i sits at memory group 4 i + 2 kk + u: word i // 2, bits 16 (i % 2) + shift."""
-        a = w0 >> shift
-        b = w1 >> shift
-        return (a & 0xF) | ((a >> 12) & 0xF0) | ((b & 0xF) << 8) | ((b >> 4) & 0xF000)
+        m_bits = WARPS_M.bit_length() - 1
+        warp = [[0, 0, 0]] * (WARPS_N.bit_length() - 1) + tm_bits[:m_bits]
+        return gl.DistributedLinearLayout(tm_bits[m_bits:], lane, warp, [], [TM, 8, 4])
 
     @gluon.jit
     def _mma_sp(acc, a, b_lo, b_hi, meta, SELECTOR: gl.constexpr):
@@ -122,9 +138,9 @@ if gluon is not None:
 
     @gluon.jit
     def _semi24_sparse_mma_kernel(
-        # W: values (M, K/2), read as int32 pairs, and 4-bit group masks (M, ceil(K/32)) int32
+        # W: values (M, K/2), read as int32 pairs, and its metadata in the MMA's lanes (mma_metadata)
         val_ptr,
-        mask_ptr,
+        meta_ptr,
         # X (K x N, N contiguous), Y (M x N, any strides), the bias Y's rows get (HAS_BIAS)
         x_ptr,
         y_ptr,
@@ -136,7 +152,6 @@ if gluon is not None:
         N,
         K,
         stride_vm,
-        stride_mm,
         stride_xk,
         stride_ym,
         stride_yn,
@@ -147,6 +162,7 @@ if gluon is not None:
         STAGES: gl.constexpr,
         EVEN_K: gl.constexpr,
         HAS_BIAS: gl.constexpr,
+        WARPS_M: gl.constexpr,
         WARPS_N: gl.constexpr,
         W_AHEAD: gl.constexpr,
         num_warps: gl.constexpr,
@@ -155,13 +171,12 @@ if gluon is not None:
         TM: gl.constexpr = BLOCK_M // 16
         NB: gl.constexpr = BLOCK_N // 8
         DT: gl.constexpr = x_ptr.dtype.element_ty
-        L: gl.constexpr = _tile_layout(num_warps, WARPS_N)
+        L: gl.constexpr = _tile_layout(WARPS_M, WARPS_N)
         L_tm: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
         L_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
         L_g: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L))))
         L_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))
-        mma_warps: gl.constexpr = [1, num_warps] if WARPS_N else [num_warps, 1]
-        mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=mma_warps,
+        mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS_M, WARPS_N],
                                                              instr_shape=[16, 8])
         b_layout: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma_layout, k_width=2)
         XT: gl.constexpr = BLOCK_N // 8
@@ -186,20 +201,14 @@ if gluon is not None:
         # A: this lane's pair words of a row, for MMA kk: memory groups 4 q + 2 kk + (c % 2).
         pair_ptrs = (val_ptr.to(gl.pointer_type(gl.int32)) + row.to(gl.int64) * (stride_vm // 2)
                      + pid_k * (BK // 4) + 4 * q + (c % 2))
-        # Metadata (found on the H200, scripts/probe_mma_sp.py): for selector 0, lane 4g holds groups
-        # 0-3 of rows g (bits 0-15) and g + 8 (bits 16-31), lane 4g + 1 groups 4-7; for selector 1
-        # lanes 4g + 2 and 4g + 3 do. So lane q serves MMA q // 2 with groups 4 (q % 2) and up, and
-        # its shift into the mask words is 8 (q // 2) + 4 (q % 2) = 4 q. Loaded and built once a
-        # lane (layout LQ: no register holds a copy), then spread over L.
-        LQ: gl.constexpr = _lane_layout(TM, num_warps, WARPS_N)
+        # Metadata: one word a lane, tile and step, stored in lane order (mma_metadata), loaded once a
+        # lane (layout LQ: no register holds a copy) and spread over L.
+        LQ: gl.constexpr = _lane_layout(TM, WARPS_M, WARPS_N)
         tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
         g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
         q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
-        row_g = gl.minimum(pid_m * BLOCK_M + 16 * tm_q + g_q + 0 * q_q, M - 1)
-        row_g8 = gl.minimum(pid_m * BLOCK_M + 16 * tm_q + 8 + g_q + 0 * q_q, M - 1)
-        mask_ptrs_g = mask_ptr + row_g.to(gl.int64) * stride_mm + pid_k * 2
-        mask_ptrs_g8 = mask_ptr + row_g8.to(gl.int64) * stride_mm + pid_k * 2
-        shift = 4 * q_q
+        tile = gl.minimum(pid_m * TM + tm_q, gl.cdiv(M, 16) - 1)
+        meta_ptrs = meta_ptr + (tile * gl.cdiv(K, BK) + pid_k).to(gl.int64) * 32 + 4 * g_q + q_q
 
         # X's rows in the MMAs' k order: logical group l = q + 4 w of MMA kk is memory group
         # 4 q + 2 kk + w (see the module docstring); positions within a group are not moved.
@@ -217,23 +226,19 @@ if gluon is not None:
 
         # W's registers are loaded W_AHEAD (1 or 2) steps ahead: a step's loads are waited for only
         # after that many steps of MMAs (the last steps reload their own: nothing is read past the end).
-        a0, a1, u0, u1, v0, v1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, 0, SPLIT_K, pid_k, q, c, n_groups,
-                                         BK, EVEN_K)
-        b0_, b1_, x0, x1, y0, y1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, gl.minimum(1, steps - 1), SPLIT_K,
-                                           pid_k, q, c, n_groups, BK, EVEN_K)
+        a0, a1, am = _load_w(pair_ptrs, meta_ptrs, 0, SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
+        b0_, b1_, bm_ = _load_w(pair_ptrs, meta_ptrs, gl.minimum(1, steps - 1), SPLIT_K, pid_k, q, c, n_groups,
+                                BK, EVEN_K)
         acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
         for i in range(steps):
-            pairs0, pairs1, w0g, w1g, w0g8, w1g8 = a0, a1, u0, u1, v0, v1
+            pairs0, pairs1, meta = a0, a1, am
             if W_AHEAD == 2:
-                a0, a1, u0, u1, v0, v1 = b0_, b1_, x0, x1, y0, y1
-                b0_, b1_, x0, x1, y0, y1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8,
-                                                   gl.minimum(i + 2, steps - 1), SPLIT_K, pid_k, q, c, n_groups,
-                                                   BK, EVEN_K)
+                a0, a1, am = b0_, b1_, bm_
+                b0_, b1_, bm_ = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 2, steps - 1), SPLIT_K, pid_k, q, c,
+                                        n_groups, BK, EVEN_K)
             else:
-                a0, a1, u0, u1, v0, v1 = _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, gl.minimum(i + 1, steps - 1),
-                                                 SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
-            meta = (_row_metadata(_positions(w0g), _positions(w1g), shift)
-                    | (_row_metadata(_positions(w0g8), _positions(w1g8), shift) << 16))
+                a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
+                                     n_groups, BK, EVEN_K)
             meta = _spread(meta, L)
 
             async_copy.wait_group(STAGES - 2)
@@ -284,39 +289,31 @@ if gluon is not None:
         return lo, hi
 
     @gluon.jit
-    def _load_w(pair_ptrs, mask_ptrs_g, mask_ptrs_g8, step, SPLIT_K: gl.constexpr, pid_k, q, c, n_groups,
-                BK: gl.constexpr, EVEN_K: gl.constexpr):
-        """A step's W registers: the pair words of MMAs 0 and 1, and the two mask words of rows g
-        and g + 8."""
+    def _load_w(pair_ptrs, meta_ptrs, step, SPLIT_K: gl.constexpr, pid_k, q, c, n_groups, BK: gl.constexpr,
+                EVEN_K: gl.constexpr):
+        """A step's W registers: the pair words of MMAs 0 and 1 and the lane's metadata word."""
         kt = step * SPLIT_K
+        meta = gl.load(meta_ptrs + kt * 32)
         if EVEN_K:
             pairs0 = gl.load(pair_ptrs + kt * (BK // 4))
             pairs1 = gl.load(pair_ptrs + kt * (BK // 4) + 2)
-            w0g = gl.load(mask_ptrs_g + kt * 2)
-            w1g = gl.load(mask_ptrs_g + kt * 2 + 1)
-            w0g8 = gl.load(mask_ptrs_g8 + kt * 2)
-            w1g8 = gl.load(mask_ptrs_g8 + kt * 2 + 1)
         else:
             grp = (pid_k + kt) * (BK // 4) + 4 * q + (c % 2)
             pairs0 = gl.load(pair_ptrs + kt * (BK // 4), mask=grp < n_groups, other=0)
             pairs1 = gl.load(pair_ptrs + kt * (BK // 4) + 2, mask=grp + 2 < n_groups, other=0)
-            n_words = gl.cdiv(n_groups, 8)
-            ok0 = (pid_k + kt) * 2 < n_words
-            ok1 = (pid_k + kt) * 2 + 1 < n_words
-            w0g = gl.load(mask_ptrs_g + kt * 2, mask=ok0, other=0)
-            w1g = gl.load(mask_ptrs_g + kt * 2 + 1, mask=ok1, other=0)
-            w0g8 = gl.load(mask_ptrs_g8 + kt * 2, mask=ok0, other=0)
-            w1g8 = gl.load(mask_ptrs_g8 + kt * 2 + 1, mask=ok1, other=0)
-        return pairs0, pairs1, w0g, w1g, w0g8, w1g8
+        return pairs0, pairs1, meta
 
 
-def launch(values, masks, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
-           split_k: int, num_warps: int, num_stages: int, warps_n: bool = False, w_ahead: int = 2) -> None:
-    """Launch the kernel; ``semi24.semi24_mm`` validates the arguments and allocates."""
+def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
+           split_k: int, num_warps: int, num_stages: int, warps_n: int = 1, w_ahead: int = 1) -> None:
+    """Launch the kernel on a 2:4 matrix's values and its ``Semi24Matrix.mma_metadata``;
+    ``semi24.semi24_mm`` validates the arguments and allocates. (``warps_n`` > 1 splits the warps
+    across N and ``w_ahead`` = 2 loads W two steps ahead: probed, neither won; see TILES.)"""
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     _semi24_sparse_mma_kernel[(tiles, split_k)](
-        values, masks, x, out, values if bias is None else bias, partial, counts,
-        m, n, k, values.stride(0), masks.stride(0), x.stride(0), out.stride(0), out.stride(1),
+        values, meta, x, out, values if bias is None else bias, partial, counts,
+        m, n, k, values.stride(0), x.stride(0), out.stride(0), out.stride(1),
         BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages, EVEN_K=k % BLOCK_K == 0,
-        HAS_BIAS=bias is not None, WARPS_N=warps_n, W_AHEAD=w_ahead, num_warps=num_warps,
+        HAS_BIAS=bias is not None, WARPS_M=num_warps // warps_n, WARPS_N=warps_n, W_AHEAD=w_ahead,
+        num_warps=num_warps,
     )
