@@ -270,8 +270,8 @@ def semi24_mm(
         fallback = triton_fallback(config)
         why = why_excluded(fallback, x.element_size(), device_budget())
         if why is not None:
-            raise ValueError(f"semi24_mm: the {_KERNEL_NAMES[config.kernel]} kernel cannot run this X here, and the Triton kernel "
-                             f"does not take the config's tiles: {why}")
+            raise ValueError(f"semi24_mm: the {_KERNEL_NAMES[config.kernel]} kernel cannot run this X here, and the "
+                             f"Triton kernel does not take the config's tiles: {why}")
         config = fallback
         split_k = min(config.split_k, triton.cdiv(k, config.block_k))
         tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 
-import torch
 import triton
 
 try:  # Gluon as of Triton 3.6
@@ -45,7 +44,7 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
 
 from stuning.kernels import semi24_hopper
 from stuning.kernels.split_k import add_split
-from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
+from stuning.kernels.target import DeviceBudget
 
 if gluon is not None:
     # X's cp.async stages and Y's store are the Hopper 2:4 kernel's, argument for argument.
@@ -66,11 +65,9 @@ def available() -> bool:
     return semi24_hopper.available()
 
 
-def takes(x: torch.Tensor, n: int) -> bool:
-    """Whether the kernel runs this X: on an sm_90 GPU (not the interpreter), copied in 16-byte
-    pieces (N contiguous, rows and start 16-byte aligned, N a multiple of 16)."""
-    return (available() and not interpreting() and is_sm90(x.device)
-            and x.stride(1) == 1 and x.stride(0) % 16 == 0 and x.data_ptr() % 16 == 0 and n % 16 == 0)
+# It reads X as the Hopper kernel does: on an sm_90 GPU (not the interpreter), in 16-byte pieces (N
+# contiguous, rows and start 16-byte aligned, N a multiple of 16).
+takes = semi24_hopper.takes
 
 
 def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, elem_size: int,

@@ -335,47 +335,25 @@ HOPPER_CONFIGS = [semi24_kernel.Semi24Config(bm, bn, 64, 1, split, warps, stages
                                                        (64, 64, 2, 4, 3), (128, 128, 6, 4, 2))]
 
 
-@pytest.mark.parametrize("config", HOPPER_CONFIGS, ids=config_id)
-@pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
-def test_semi24_hopper_kernel(device_gen, dtype, tol, config):
-    from stuning.kernels import semi24_hopper
-    from stuning.kernels.split_k import split_k_workspace
-
-    if torch.cuda.get_device_capability() != (9, 0) or not semi24_hopper.available():
-        pytest.skip("the Hopper 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
-    for m, k, n in HOPPER_SHAPES:
-        dense = random_24(m, k, dtype, device_gen)
-        w = Semi24Matrix.from_dense(dense, pad=True)
-        x = randn(k, n, dtype=dtype, gen=device_gen)
-        assert semi24_hopper.takes(x, n)
-        bias = randn(m, dtype=dtype, gen=device_gen)
-        ref = semi24_ref(dense, x)
-        assert_close(stuning.semi24_mm(w, x, config=config), ref, tol, f"{m}x{k}x{n} {config}")
-        out_t = torch.empty((n, m), dtype=dtype, device=x.device)
-        y = stuning.semi24_mm(w, x, config=config, out=out_t.t(), bias=bias)
-        assert_close(y, ref + bias.double()[:, None], tol, f"{m}x{k}x{n} {config}, bias, Y^T")
-        partial, counts = split_k_workspace(x.device, m * n, 1)
-        assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
-
-
 SPARSE_MMA_CONFIGS = [semi24_kernel.Semi24Config(bm, bn, 64, 1, split, warps, stages, kernel="sparse_mma")
                       for bm, bn, split, warps, stages in ((16, 16, 1, 1, 2), (32, 16, 3, 2, 3), (64, 16, 16, 4, 3),
                                                            (128, 32, 8, 8, 2), (128, 16, 6, 4, 3))]
 
 
-@pytest.mark.parametrize("config", SPARSE_MMA_CONFIGS, ids=config_id)
+@pytest.mark.parametrize("config", HOPPER_CONFIGS + SPARSE_MMA_CONFIGS, ids=config_id)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
-def test_semi24_sparse_mma_kernel(device_gen, dtype, tol, config):
-    from stuning.kernels import semi24_sparse_mma
+def test_semi24_gluon_kernels(device_gen, dtype, tol, config):
+    """The two Gluon 2:4 kernels (Hopper rebuild, sparse MMA): ragged shapes, splits, bias, Y^T."""
     from stuning.kernels.split_k import split_k_workspace
 
-    if torch.cuda.get_device_capability() != (9, 0) or not semi24_sparse_mma.available():
-        pytest.skip("the sparse-MMA 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
+    kernel = semi24_kernel.GLUON_KERNELS[config.kernel]
+    if torch.cuda.get_device_capability() != (9, 0) or not kernel.available():
+        pytest.skip(f"the {config.kernel} 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
     for m, k, n in HOPPER_SHAPES:
         dense = random_24(m, k, dtype, device_gen)
         w = Semi24Matrix.from_dense(dense, pad=True)
         x = randn(k, n, dtype=dtype, gen=device_gen)
-        assert semi24_sparse_mma.takes(x, n)
+        assert kernel.takes(x, n)
         bias = randn(m, dtype=dtype, gen=device_gen)
         ref = semi24_ref(dense, x)
         assert_close(stuning.semi24_mm(w, x, config=config), ref, tol, f"{m}x{k}x{n} {config}")
