@@ -172,6 +172,33 @@ def test_model_optuna_climbs_to_a_neighbour_outside_the_survivors(ranked):
     assert alone.best.config != optimum
 
 
+def test_model_optuna_climbs_each_kernel_kind_near_the_best(narrow_ranked):
+    """Another kernel kind timed within 10% of the best is climbed too: its optimum, two fields from
+    the leader (a value the leader's kind lacks, as the sparse-MMA 2:4 kernel's 16 splits), is found."""
+    search = ModelOptunaSearch()
+    survivors = {c for c, _ in search.survivors(narrow_ranked)}
+    leader = narrow_ranked[0][0]
+    runner = next(c for c, _ in narrow_ranked if c.kernel != leader.kernel)
+    fields = [f.name for f in dataclasses.fields(leader)]
+
+    def apart(a, b):
+        return sum(getattr(a, f) != getattr(b, f) for f in fields)
+
+    optimum = next(c for c, _ in narrow_ranked if c.kernel == runner.kernel and c not in survivors
+                   and apart(c, runner) == 1 and apart(c, leader) > 1)
+    table = dict(narrow_ranked)
+    table[runner] = 1.05 * table[leader]
+    table[optimum] = 0.8 * table[leader]
+    result = search.search(narrow_ranked, RecordingObjective(table.__getitem__), Budget(max_trials=60))
+    assert runner in {t.config for t in result.trials}
+    assert result.best.config == optimum
+    # Climbing the leader alone (the tie at 1.0: no other kind qualifies) misses it.
+    alone = ModelOptunaSearch(kind_tie=1.0).search(narrow_ranked, RecordingObjective(table.__getitem__),
+                                                   Budget(max_trials=60))
+    assert runner in {t.config for t in alone.trials}
+    assert alone.best.config != optimum
+
+
 def test_model_optuna_enqueues_model_top_k_first(ranked):
     timings = ReplayedTimings(ranked)
     result = ModelOptunaSearch(top_k=6).search(ranked, RecordingObjective(timings), Budget(max_trials=20))

@@ -9,7 +9,10 @@ The last quarter of the budget (trials and seconds) goes to the winner's neighbo
 configs of the whole ranked space that differ from the best timed one in one field, in the model's
 order, the best updated after each (a hill climb). TPE samples each field on its own and from the
 survivors' values only, so it can miss the one change that pays: a split of K into 3 instead of 4,
-8% faster for 2:4 at 11008 x 4096, ranked 95th of 600 by the model (BENCHMARKS.md 7l).
+8% faster for 2:4 at 11008 x 4096, ranked 95th of 600 by the model (BENCHMARKS.md 7l). Where another
+kernel kind's best timed config is within ``kind_tie`` of the best, the climb alternates between the
+kinds: a kind's better configs can lie two fields from the leader (2:4 at N = 16: the sparse-MMA
+kernel's 16 splits, a field value the Hopper kernel does not have; BENCHMARKS.md 7t).
 
 Given an Optuna ``storage`` and a ``study_name``, the study lives there: a search of the same study
 by another process (after this one died, on any machine sharing the storage) resumes its trials
@@ -38,9 +41,11 @@ class ModelOptunaSearch(SearchStrategy):
     name = "model+optuna"
 
     def __init__(self, top_k: int = 8, keep_fraction: float = 0.3, within: float = 4.0, seed: int = 0,
-                 storage=None, study_name: str | None = None, neighbour_share: float = 0.25):
+                 storage=None, study_name: str | None = None, neighbour_share: float = 0.25,
+                 kind_tie: float = 1.1):
         self.top_k = top_k
         self.neighbour_share = neighbour_share  # of the budget, for the best config's neighbours
+        self.kind_tie = kind_tie  # other kernel kinds whose best is within this factor are climbed too
         self.keep_fraction = keep_fraction
         self.within = within
         self.seed = seed
@@ -117,7 +122,7 @@ class ModelOptunaSearch(SearchStrategy):
                 study.tell(asked, state=TrialState.PRUNED)
                 study.add_trial(create_trial(params={n: getattr(config, n) for n in names}, distributions=dists,
                                              value=value, user_attrs=trial_attrs(trial)))
-        climbed = self._climb(ranked, trials, objective, budget, start)
+        climbed = self._climb(ranked, trials, objective, budget, start, self.kind_tie)
         return SearchResult(
             self.name,
             trials,
@@ -127,20 +132,24 @@ class ModelOptunaSearch(SearchStrategy):
         )
 
     @staticmethod
-    def _climb(ranked, trials: list[Trial], objective: RecordingObjective, budget: Budget, start: float) -> int:
-        """Time the best config's untimed one-field neighbours (model order) until the budget ends
-        or none is left; returns how many were timed. Not told to the study, whose distributions
-        may not hold their values: a search resumed from a stored study may time them again."""
+    def _climb(ranked, trials: list[Trial], objective: RecordingObjective, budget: Budget, start: float,
+               kind_tie: float) -> int:
+        """Time untimed one-field neighbours (model order) of the best config, and in turn of each
+        other kernel kind's best within ``kind_tie`` of it, each start updated after every trial,
+        until the budget ends or none is left; returns how many were timed. Not told to the study,
+        whose distributions may not hold their values: a search resumed from a stored study may time
+        them again."""
         climbed = 0
         while not budget.exhausted(objective.timed, start, succeeded=objective.succeeded):
             ok = [t for t in objective.results.values() if t.ok]
             if not ok:
                 return climbed
-            best = min(ok, key=lambda t: (t.time_us, config_sort_key(t.config))).config
-            step = next(((c, p) for c, p in ranked if c not in objective.results and _one_apart(c, best)), None)
-            if step is None:
+            steps = [next(((c, p) for c, p in ranked if c not in objective.results and _one_apart(c, best)), None)
+                     for best in _climb_starts(ok, kind_tie)]
+            steps = [step for step in steps if step is not None]
+            if not steps:
                 return climbed
-            trials.append(objective(*step))
+            trials.append(objective(*steps[climbed % len(steps)]))
             climbed += 1
         return climbed
 
@@ -152,6 +161,21 @@ class ModelOptunaSearch(SearchStrategy):
             return (config in objective.results, -shared, pred, config_sort_key(config))
 
         return min(survivors, key=score)[0]
+
+
+def _climb_starts(ok: list[Trial], kind_tie: float) -> list:
+    """The best timed config, then the best of each other kernel kind (a config's ``kernel`` field)
+    timed within ``kind_tie`` of it, fastest first."""
+    ranked = sorted(ok, key=lambda t: (t.time_us, config_sort_key(t.config)))
+    best_time = ranked[0].time_us
+    starts, kinds = [], set()
+    for t in ranked:
+        kind = getattr(t.config, "kernel", None)
+        if kind in kinds or (starts and t.time_us > kind_tie * best_time):
+            continue
+        kinds.add(kind)
+        starts.append(t.config)
+    return starts
 
 
 def _share(budget: Budget, fraction: float) -> Budget:
