@@ -60,6 +60,15 @@ def test_metadata_is_rebuilt_when_the_masks_change(gen):
     assert torch.equal(a.mma_metadata(), b.mma_metadata())
 
 
+def test_metadata_of_a_matrix_built_in_inference_mode(gen):
+    # Serving code builds and runs weights under torch.inference_mode(): no version counter there.
+    dense = random_24(32, 128, torch.float16, gen)
+    with torch.inference_mode():
+        w = Semi24Matrix.from_dense(dense)
+        assert torch.equal(w.mma_metadata(), metadata_by_definition(w))
+        assert w.mma_metadata() is w.mma_metadata()
+
+
 def test_configs_only_where_that_kernel_runs(monkeypatch):
     ampere = dataclasses.replace(H100_BUDGET, compute_capability=(8, 0))
     decode = Semi24Problem(4096, 4096, 16, torch.float16)

@@ -128,8 +128,10 @@ class Semi24Matrix(StoredValues):
 
     def mma_metadata(self) -> torch.Tensor:
         """The masks as the sparse tensor-core MMA reads them (``sparse_mma_metadata``), built on first
-        use and kept while the masks stay the same tensor, unmodified."""
-        key = (self.masks.data_ptr(), self.masks._version, self.masks.shape)
+        use and kept while the masks stay the same tensor, unmodified (in-place changes are seen
+        through the tensor's version counter, which inference-mode tensors do not keep)."""
+        version = None if self.masks.is_inference() else self.masks._version
+        key = (self.masks.data_ptr(), version, self.masks.shape)
         held = self.cache.get("mma_metadata")
         if held is None or held[0] != key:
             held = (key, sparse_mma_metadata(self.masks, self.shape[0], self.shape[1]))
