@@ -262,7 +262,7 @@ def semi24_mm(
                                      block_m=config.block_m, block_n=config.block_n, split_k=split_k,
                                      num_warps=config.num_warps, num_stages=config.num_stages)
                 return out
-            _check_mma_metadata(mma_metadata, m, k, values.device)
+            semi24_sparse_mma.check_metadata(mma_metadata, m, k, values.device)
             semi24_sparse_mma.launch(values, mma_metadata, x, out, bias, partial, counts, m=m, n=n, k=k,
                                      block_m=config.block_m, block_n=config.block_n, split_k=split_k,
                                      num_warps=config.num_warps, num_stages=config.num_stages)
@@ -307,15 +307,6 @@ def semi24_mm(
         num_stages=config.num_stages,
     )
     return out
-
-
-def _check_mma_metadata(meta: torch.Tensor | None, m: int, k: int, device: torch.device) -> None:
-    shape = (triton.cdiv(m, 16), triton.cdiv(k, semi24_sparse_mma.BLOCK_K), 32)
-    if meta is None:
-        raise ValueError("semi24_mm: the sparse-MMA kernel needs the matrix's mma_metadata() (pass mma_metadata=)")
-    if tuple(meta.shape) != shape or meta.dtype != torch.int32 or meta.device != device or not meta.is_contiguous():
-        raise ValueError(f"semi24_mm: mma_metadata must be a contiguous int32 {shape} tensor on {device} "
-                         f"(Semi24Matrix.mma_metadata()), got {meta.dtype} {tuple(meta.shape)} on {meta.device}")
 
 
 def triton_fallback(config: Semi24Config) -> Semi24Config:

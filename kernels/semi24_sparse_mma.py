@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 
+import torch
 import triton
 
 try:  # Gluon as of Triton 3.6
@@ -299,6 +300,16 @@ if gluon is not None:
             pairs0 = gl.load(pair_ptrs + kt * (BK // 4), mask=grp < n_groups, other=0)
             pairs1 = gl.load(pair_ptrs + kt * (BK // 4) + 2, mask=grp + 2 < n_groups, other=0)
         return pairs0, pairs1, meta
+
+
+def check_metadata(meta, m: int, k: int, device) -> None:
+    """Raise ``ValueError`` unless ``meta`` is an (M x K) matrix's ``Semi24Matrix.mma_metadata()``."""
+    shape = (triton.cdiv(m, 16), triton.cdiv(k, BLOCK_K), 32)
+    if meta is None:
+        raise ValueError("semi24_mm: the sparse-MMA kernel needs the matrix's mma_metadata() (pass mma_metadata=)")
+    if tuple(meta.shape) != shape or meta.dtype != torch.int32 or meta.device != device or not meta.is_contiguous():
+        raise ValueError(f"semi24_mm: mma_metadata must be a contiguous int32 {shape} tensor on {device} "
+                         f"(Semi24Matrix.mma_metadata()), got {meta.dtype} {tuple(meta.shape)} on {meta.device}")
 
 
 def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,

@@ -60,6 +60,17 @@ def test_metadata_is_rebuilt_when_the_masks_change(gen):
     assert torch.equal(a.mma_metadata(), b.mma_metadata())
 
 
+def test_the_launcher_checks_the_metadata_it_is_given(gen):
+    w = Semi24Matrix.from_dense(random_24(40, 200, torch.float16, gen))
+    semi24_sparse_mma.check_metadata(w.mma_metadata(), 40, 200, w.values.device)
+    with pytest.raises(ValueError, match="needs the matrix's mma_metadata"):
+        semi24_sparse_mma.check_metadata(None, 40, 200, w.values.device)
+    meta = w.mma_metadata()
+    for wrong in (w.masks, meta[:, :-1], meta.to(torch.int64), meta.transpose(0, 1).contiguous().transpose(0, 1)):
+        with pytest.raises(ValueError, match=r"mma_metadata must be a contiguous int32 \(3, 4, 32\)"):
+            semi24_sparse_mma.check_metadata(wrong, 40, 200, w.values.device)
+
+
 def test_metadata_of_a_matrix_built_in_inference_mode(gen):
     # Serving code builds and runs weights under torch.inference_mode(): no version counter there.
     dense = random_24(32, 128, torch.float16, gen)
