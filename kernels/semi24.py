@@ -251,31 +251,26 @@ def semi24_mm(
     if values.stride(0) % 2 or values.data_ptr() % 4:
         # The kernel reads each group's two values as one int32.
         raise ValueError("semi24_mm: the values of W must start and have rows on 4-byte boundaries")
-    split_k = min(config.split_k, triton.cdiv(k, config.block_k))
-    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
-    partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
-    if config.kernel != "triton":
-        gluon_kernel = GLUON_KERNELS[config.kernel]
-        if gluon_kernel.takes(x, n):
-            if config.kernel == "hopper":
-                semi24_hopper.launch(values, masks, x, out, bias, partial, counts, m=m, n=n, k=k,
-                                     block_m=config.block_m, block_n=config.block_n, split_k=split_k,
-                                     num_warps=config.num_warps, num_stages=config.num_stages)
-                return out
-            semi24_sparse_mma.check_metadata(mma_metadata, m, k, values.device)
-            semi24_sparse_mma.launch(values, mma_metadata, x, out, bias, partial, counts, m=m, n=n, k=k,
-                                     block_m=config.block_m, block_n=config.block_n, split_k=split_k,
-                                     num_warps=config.num_warps, num_stages=config.num_stages)
-            return out
+    if config.kernel != "triton" and not GLUON_KERNELS[config.kernel].takes(x, n):
+        # The Gluon kernel cannot run this X here: the Triton kernel runs the nearest tiles it takes.
         fallback = triton_fallback(config)
         why = why_excluded(fallback, x.element_size(), device_budget())
         if why is not None:
             raise ValueError(f"semi24_mm: the {_KERNEL_NAMES[config.kernel]} kernel cannot run this X here, and the "
                              f"Triton kernel does not take the config's tiles: {why}")
         config = fallback
-        split_k = min(config.split_k, triton.cdiv(k, config.block_k))
-        tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
-        partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
+    split_k = min(config.split_k, triton.cdiv(k, config.block_k))
+    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+    partial, counts = split_k_workspace(x.device, m * n, tiles) if split_k > 1 else (out, out)
+    tile_args = dict(m=m, n=n, k=k, block_m=config.block_m, block_n=config.block_n, split_k=split_k,
+                     num_warps=config.num_warps, num_stages=config.num_stages)
+    if config.kernel == "hopper":
+        semi24_hopper.launch(values, masks, x, out, bias, partial, counts, **tile_args)
+        return out
+    if config.kernel == "sparse_mma":
+        semi24_sparse_mma.check_metadata(mma_metadata, m, k, values.device)
+        semi24_sparse_mma.launch(values, mma_metadata, x, out, bias, partial, counts, **tile_args)
+        return out
     grid = (tiles, split_k)
     _semi24_kernel[grid](
         values,

@@ -117,3 +117,23 @@ def test_a_config_elsewhere_runs_the_triton_kernel(gen, device, config):
     assert fallback.kernel == "triton" and semi24_kernel.why_excluded(fallback, 2, H100_BUDGET) is None
     repaired = semi24_kernel.repair(config, Semi24Problem(m, k, 24, torch.float16))
     assert repaired.kernel == "triton"
+
+
+@pytest.mark.parametrize("kernel", ["hopper", "sparse_mma"])
+def test_the_launcher_hands_a_gluon_kernel_its_tiles_and_arrays(gen, monkeypatch, kernel):
+    """Where a Gluon kernel runs (faked here: no sm_90 GPU), the launcher hands it the config's tiles,
+    split-K clamped to K's steps with its workspace, and (sparse MMA) the matrix's metadata."""
+    module = semi24_kernel.GLUON_KERNELS[kernel]
+    calls = []
+    monkeypatch.setattr(module, "takes", lambda x, n: True)
+    monkeypatch.setattr(module, "launch", lambda *args, **kw: calls.append((args, kw)))
+    w = Semi24Matrix.from_dense(random_24(40, 128, torch.float16, gen))
+    x = randn(128, 16, dtype=torch.float16, gen=gen)
+    config = Semi24Config(64, 16, 64, 1, 8, 4, 3, kernel=kernel)
+    y = stuning.semi24_mm(w, x, config=config)
+    (args, kw), = calls
+    assert kw == dict(m=40, n=16, k=128, block_m=64, block_n=16, split_k=2, num_warps=4, num_stages=3)
+    assert args[0] is w.values and args[2] is x and args[3] is y
+    assert args[1] is (w.mma_metadata() if kernel == "sparse_mma" else w.masks)
+    partial, counts = args[5], args[6]
+    assert partial.dtype == torch.float32 and partial.numel() >= 40 * 16 and counts.numel() >= 1
