@@ -215,16 +215,10 @@ if gluon is not None:
 
         offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
-        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        if SPLIT_K > 1:
-            # As the Triton kernel: the splits add into a zeroed buffer laid out as Y^T; the one that
-            # finishes the tile last writes Y.
-            partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
-            last, acc = add_split(partial_ptrs, acc, ok, count_ptr + pid, SPLIT_K)
-            if last:
-                _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
-        else:
-            _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+        # As the Triton kernel: split-K's buffer is laid out as Y^T.
+        partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
+        _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid, offs_m, offs_n, M, N, stride_ym, stride_yn,
+                     SPLIT_K, HAS_BIAS)
 
     @gluon.jit
     def _rebuild(pairs, mwords, shift, selectors, BLOCK_M: gl.constexpr, BK: gl.constexpr, DT: gl.constexpr,
@@ -262,6 +256,21 @@ if gluon is not None:
             k_ok = ((pid_k + kt) * BK + row < K)[:, None]
             async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok & k_ok)
         async_copy.commit_group()
+
+    @gluon.jit
+    def _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr, offs_m, offs_n, M, N, stride_ym, stride_yn,
+                     SPLIT_K: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """Write a program's fp32 tile (rows ``offs_m``, columns ``offs_n``) to Y, plus the bias. With
+        split-K it is added into the zeroed workspace at ``partial_ptrs`` instead, and the split that
+        finishes the tile last (``count_ptr``, its counter) writes the sum. The Gluon kernels' one
+        epilogue (2:4 Hopper and sparse-MMA, scatter SpMM)."""
+        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        if SPLIT_K > 1:
+            last, acc = add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K)
+            if last:
+                _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+        else:
+            _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
 
     @gluon.jit
     def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr):

@@ -44,16 +44,16 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
 from stuning.kernels import semi24_hopper
-from stuning.kernels.split_k import add_split
 from stuning.kernels.target import DeviceBudget
 
 if gluon is not None:
-    # X's cp.async stages and Y's store are the Hopper 2:4 kernel's, argument for argument.
-    from stuning.kernels.semi24_hopper import _load_x, _store_y
+    # X's cp.async stages and the epilogue are the Hopper 2:4 kernel's, argument for argument.
+    from stuning.kernels.semi24_hopper import _finish_tile, _load_x
 
 BLOCK_K = 64  # two MMAs of k32 a step: 8 bytes of value pairs a lane and row, one metadata word a lane
 # (BLOCK_M, num_warps): each warp multiplies 16 or 32 rows. Measured on the H200 (7t): at N = 16 the
-# 16-32-row warps with 4-16 splits won; warps across N and two steps of W in flight did not.
+# 16-32-row warps with 4-16 splits won; warps split across N and W loaded two steps ahead did not
+# (probe runs 2-3 in benchmarks/h200-semi24-mma-sp/, on the kernel of commit 1cc0594).
 TILES = ((16, 1), (32, 2), (64, 4), (128, 4), (128, 8))
 STAGES = (2, 3)
 SPLIT_KS = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -99,23 +99,21 @@ def tiles(split_ks, k: int, n: int, elem_size: int, budget: DeviceBudget):
 
 if gluon is not None:
     @gluon.constexpr_function
-    def _tile_layout(WARPS_M, WARPS_N):
-        """(TM, 2, 8, NB, 8): tm (WARPS_M warps, then registers), h (register), g (lane bits 2-4), j
-        (WARPS_N warps, then registers), c (lane bits 0-1 and a register). Registers (c % 2, h)
-        lowest: a pack of four is one accumulator fragment. A warp multiplies BLOCK_M / 16 / WARPS_M
-        tiles of rows by BLOCK_N / 8 / WARPS_N blocks of columns: each W fragment it loads serves its
-        blocks, each X fragment its tiles."""
-        return gl.BlockedLayout([1, 2, 1, 1, 2], [1, 1, 8, 1, 4], [WARPS_M, 1, 1, WARPS_N, 1], [4, 1, 3, 0, 2])
+    def _tile_layout(num_warps):
+        """(TM, 2, 8, NB, 8): tm (warps, then registers), h (register), g (lane bits 2-4), j
+        (registers), c (lane bits 0-1 and a register). Registers (c % 2, h) lowest: a pack of four is
+        one accumulator fragment. A warp multiplies BLOCK_M / 16 / num_warps tiles of rows by all
+        BLOCK_N / 8 blocks of columns: each W fragment it loads serves every block."""
+        return gl.BlockedLayout([1, 2, 1, 1, 2], [1, 1, 8, 1, 4], [num_warps, 1, 1, 1, 1], [4, 1, 3, 0, 2])
 
     @gluon.constexpr_function
-    def _lane_layout(TM, WARPS_M, WARPS_N):
+    def _lane_layout(TM, num_warps):
         """(TM, 8, 4) values of lanes (g, q): one register a tile, no copies within a warp; the warps
-        split the tiles as the tile layout's do (its low warp bits go to N, which this broadcasts)."""
+        split the tiles as the tile layout's do."""
         tm_bits = [[1 << i, 0, 0] for i in range(TM.bit_length() - 1)]
         lane = [[0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 4, 0]]
-        m_bits = WARPS_M.bit_length() - 1
-        warp = [[0, 0, 0]] * (WARPS_N.bit_length() - 1) + tm_bits[:m_bits]
-        return gl.DistributedLinearLayout(tm_bits[m_bits:], lane, warp, [], [TM, 8, 4])
+        w_bits = num_warps.bit_length() - 1
+        return gl.DistributedLinearLayout(tm_bits[w_bits:], lane, tm_bits[:w_bits], [], [TM, 8, 4])
 
     @gluon.jit
     def _mma_sp(acc, a, b_lo, b_hi, meta, SELECTOR: gl.constexpr):
@@ -160,21 +158,18 @@ if gluon is not None:
         STAGES: gl.constexpr,
         EVEN_K: gl.constexpr,
         HAS_BIAS: gl.constexpr,
-        WARPS_M: gl.constexpr,
-        WARPS_N: gl.constexpr,
-        W_AHEAD: gl.constexpr,
         num_warps: gl.constexpr,
     ):
         BK: gl.constexpr = 64
         TM: gl.constexpr = BLOCK_M // 16
         NB: gl.constexpr = BLOCK_N // 8
         DT: gl.constexpr = x_ptr.dtype.element_ty
-        L: gl.constexpr = _tile_layout(WARPS_M, WARPS_N)
+        L: gl.constexpr = _tile_layout(num_warps)
         L_tm: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
         L_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
         L_g: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L))))
         L_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))
-        mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS_M, WARPS_N],
+        mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1],
                                                              instr_shape=[16, 8])
         b_layout: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma_layout, k_width=2)
         XT: gl.constexpr = BLOCK_N // 8
@@ -201,7 +196,7 @@ if gluon is not None:
                      + pid_k * (BK // 4) + 4 * q + (c % 2))
         # Metadata: one word a lane, tile and step, stored in lane order (mma_metadata), loaded once a
         # lane (layout LQ: no register holds a copy) and spread over L.
-        LQ: gl.constexpr = _lane_layout(TM, WARPS_M, WARPS_N)
+        LQ: gl.constexpr = _lane_layout(TM, num_warps)
         tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
         g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
         q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
@@ -222,21 +217,14 @@ if gluon is not None:
             _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
                     x_row, BK, EVEN_K)
 
-        # W's registers are loaded W_AHEAD (1 or 2) steps ahead: a step's loads are waited for only
-        # after that many steps of MMAs (the last steps reload their own: nothing is read past the end).
+        # W's registers are loaded a step ahead: a step's loads are waited for only after the step
+        # before it has issued its MMAs (the last step reloads its own: nothing is read past the end).
         a0, a1, am = _load_w(pair_ptrs, meta_ptrs, 0, SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
-        b0_, b1_, bm_ = _load_w(pair_ptrs, meta_ptrs, gl.minimum(1, steps - 1), SPLIT_K, pid_k, q, c, n_groups,
-                                BK, EVEN_K)
         acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
         for i in range(steps):
             pairs0, pairs1, meta = a0, a1, am
-            if W_AHEAD == 2:
-                a0, a1, am = b0_, b1_, bm_
-                b0_, b1_, bm_ = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 2, steps - 1), SPLIT_K, pid_k, q, c,
-                                        n_groups, BK, EVEN_K)
-            else:
-                a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
-                                     n_groups, BK, EVEN_K)
+            a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
+                                 n_groups, BK, EVEN_K)
             meta = _spread(meta, L)
 
             async_copy.wait_group(STAGES - 2)
@@ -257,14 +245,9 @@ if gluon is not None:
         acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
         offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
-        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        if SPLIT_K > 1:
-            partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
-            last, acc2 = add_split(partial_ptrs, acc2, ok, count_ptr + pid, SPLIT_K)
-            if last:
-                _store_y(acc2, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
-        else:
-            _store_y(acc2, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+        partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]  # Y^T, as the others
+        _finish_tile(acc2, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid, offs_m, offs_n, M, N, stride_ym, stride_yn,
+                     SPLIT_K, HAS_BIAS)
 
     @gluon.jit
     def _spread(meta, L: gl.constexpr):
@@ -313,15 +296,13 @@ def check_metadata(meta, m: int, k: int, device) -> None:
 
 
 def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
-           split_k: int, num_warps: int, num_stages: int, warps_n: int = 1, w_ahead: int = 1) -> None:
+           split_k: int, num_warps: int, num_stages: int) -> None:
     """Launch the kernel on a 2:4 matrix's values and its ``Semi24Matrix.mma_metadata``;
-    ``semi24.semi24_mm`` validates the arguments and allocates. (``warps_n`` > 1 splits the warps
-    across N and ``w_ahead`` = 2 loads W two steps ahead: probed, neither won; see TILES.)"""
+    ``semi24.semi24_mm`` validates the arguments and allocates."""
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     _semi24_sparse_mma_kernel[(tiles, split_k)](
         values, meta, x, out, values if bias is None else bias, partial, counts,
         m, n, k, values.stride(0), x.stride(0), out.stride(0), out.stride(1),
         BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages, EVEN_K=k % BLOCK_K == 0,
-        HAS_BIAS=bias is not None, WARPS_M=num_warps // warps_n, WARPS_N=warps_n, W_AHEAD=w_ahead,
-        num_warps=num_warps,
+        HAS_BIAS=bias is not None, num_warps=num_warps,
     )

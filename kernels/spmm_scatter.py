@@ -39,12 +39,13 @@ from dataclasses import replace
 import torch
 import triton
 from stuning.kernels.semi24_hopper import GLUON_TRITON
-from stuning.kernels.split_k import add_split, split_k_workspace
+from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.spmm import SpMMConfig, check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, device_budget, interpreting, is_sm90
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
-    from stuning.kernels.semi24_hopper import _store_y  # the same epilogue: Y of any strides, plus bias
+    # The same epilogue: Y of any strides, plus bias, or split-K's sum.
+    from stuning.kernels.semi24_hopper import _finish_tile
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
@@ -341,11 +342,6 @@ if gluon is not None:
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
         offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        if SPLIT_K > 1:
-            partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
-            last, acc = add_split(partial_ptrs, acc, ok, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, SPLIT_K)
-            if last:
-                _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
-        else:
-            _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
+        partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
+        _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m, offs_n,
+                     M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS)

@@ -29,27 +29,22 @@ from probe_harness import (
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "300"))
-TILES = ((64, 4), (128, 4), (128, 8))  # (block_m, num_warps)
+GATE_TILES = ((64, 4), (128, 4), (128, 8))  # (block_m, num_warps)
 
 
 def configs(n: int):
-    """(block_m, block_n, split_k, num_warps, num_stages, warps_n, w_ahead)."""
-    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "2,4,8" if n <= 16 else "1,2,4").split(",")]
+    """(block_m, block_n, split_k, num_warps, num_stages): the library's tiles up to its ``MAX_N``,
+    wider column blocks (beyond its space) above."""
+    from stuning.kernels import semi24_sparse_mma
+
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "4,8,16" if n <= 16 else "1,2,4").split(",")]
     stages = int(os.environ.get("PROBE_STAGES", "3"))
-    aheads = [int(v) for v in os.environ.get("PROBE_AHEAD", "1,2").split(",")]
-    if n <= 16:
-        for (bm, warps), split, ahead in itertools.product(((16, 1), (32, 2), *TILES), splits, aheads):
-            yield bm, 16, split, warps, stages, 1, ahead
-        return
-    # (block_m, block_n, num_warps, warps_n): warp tiles of 16-64 rows by 32-128 columns.
-    tiles = ((32, 64, 2, 1), (32, 128, 2, 1), (32, 128, 4, 2), (64, 64, 4, 1), (64, 128, 4, 1), (64, 64, 4, 2),
-             (64, 128, 4, 2), (128, 64, 4, 1), (128, 128, 4, 2), (128, 128, 8, 2), (128, 128, 8, 4))
-    tiles = tiles[int(os.environ.get("PROBE_FIRST_TILE", "0")):]
-    for (bm, bn, warps, warps_n), split, ahead in itertools.product(tiles, splits, aheads):
-        yield bm, bn, split, warps, stages, warps_n, ahead
+    block_ns = (16,) if n <= 16 else (32,) if n <= semi24_sparse_mma.MAX_N else (64, 128)
+    for (bm, warps), bn, split in itertools.product(semi24_sparse_mma.TILES, block_ns, splits):
+        yield bm, bn, split, warps, stages
 
 
-def run(w, x, bm, bn, split, warps, stages, warps_n=1, w_ahead=1, bias=None, out=None):
+def run(w, x, bm, bn, split, warps, stages, bias=None, out=None):
     import triton
     from stuning.kernels import semi24_sparse_mma
     from stuning.kernels.split_k import split_k_workspace
@@ -60,8 +55,7 @@ def run(w, x, bm, bn, split, warps, stages, warps_n=1, w_ahead=1, bias=None, out
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (out, out)
     semi24_sparse_mma.launch(w.values, w.mma_metadata(), x, out, bias, partial, counts, m=m, n=n, k=k, block_m=bm,
-                             block_n=bn, split_k=split, num_warps=warps, num_stages=stages, warps_n=warps_n,
-                             w_ahead=w_ahead)
+                             block_n=bn, split_k=split, num_warps=warps, num_stages=stages)
     return out
 
 
@@ -80,16 +74,14 @@ def gate() -> list[str]:
         bias = torch.randn(m, generator=gen).to(dtype).cuda()
         w = stuning.Semi24Matrix.from_dense(dense)
         ref = dense.double() @ x.double()
-        cases = [(*t, bn, split, 1, 2 - split % 2) for t, bn, split in itertools.product(TILES, (16, 32), (1, 3))]
-        cases += [(bm, 4, 32, split, 2, 1) for bm, split in itertools.product((32, 64), (1, 3))]
-        for bm, warps, bn, split, warps_n, ahead in cases:
+        for (bm, warps), bn, split in itertools.product(GATE_TILES, (16, 32), (1, 3)):
             stages = 2 + split % 2
-            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}:n{warps_n}a{ahead}"
+            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}"
             try:
                 if bm == 64:
-                    check_close(run(w, x, bm, bn, split, warps, stages, warps_n, ahead), ref, what)
+                    check_close(run(w, x, bm, bn, split, warps, stages), ref, what)
                 yt = torch.empty(n, m, dtype=dtype, device="cuda")
-                run(w, x, bm, bn, split, warps, stages, warps_n, ahead, bias=bias, out=yt.t())
+                run(w, x, bm, bn, split, warps, stages, bias=bias, out=yt.t())
                 check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
             except Exception as e:  # noqa: BLE001 - the gate lists every failure
                 failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
@@ -108,7 +100,7 @@ def main() -> int:
         for cfg in configs(p.n):
             if time.perf_counter() - started > SECONDS:
                 break
-            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:5])) + f":n{cfg[5]}a{cfg[6]}"
+            label = f"{cfg[0]}x{cfg[1]}:" + ":".join(map(str, cfg[2:]))
             row["sparse_mma"][label] = checked_time_us(functools.partial(run, p.w, p.x, *cfg), p.ref,
                                                        f"{p.m}x{p.k} n={p.n} {label}", checks=2)
         rows.append(row)
