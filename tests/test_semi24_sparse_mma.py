@@ -16,6 +16,8 @@ from stuning.kernels.target import H100_BUDGET
 
 import stuning
 from stuning import Semi24Matrix
+from stuning.suite import Semi24Case
+from stuning.tuning.problems import build_problem
 
 
 def metadata_by_definition(w: Semi24Matrix) -> torch.Tensor:
@@ -119,18 +121,26 @@ def test_a_config_elsewhere_runs_the_triton_kernel(gen, device, config):
     assert repaired.kernel == "triton"
 
 
+@pytest.mark.parametrize("caller", ["op", "tuner"])
 @pytest.mark.parametrize("kernel", ["hopper", "sparse_mma"])
-def test_the_launcher_hands_a_gluon_kernel_its_tiles_and_arrays(gen, monkeypatch, kernel):
+def test_the_launcher_hands_a_gluon_kernel_its_tiles_and_arrays(gen, monkeypatch, kernel, caller):
     """Where a Gluon kernel runs (faked here: no sm_90 GPU), the launcher hands it the config's tiles,
-    split-K clamped to K's steps with its workspace, and (sparse MMA) the matrix's metadata."""
+    split-K clamped to K's steps with its workspace, and (sparse MMA) the matrix's metadata: from the
+    op users call and from the tuner's problem runner alike (the runner once passed no metadata, so
+    every sparse-MMA trial failed and no tune chose that kernel)."""
     module = semi24_kernel.GLUON_KERNELS[kernel]
     calls = []
     monkeypatch.setattr(module, "takes", lambda x, n: True)
     monkeypatch.setattr(module, "launch", lambda *args, **kw: calls.append((args, kw)))
-    w = Semi24Matrix.from_dense(random_24(40, 128, torch.float16, gen))
-    x = randn(128, 16, dtype=torch.float16, gen=gen)
     config = Semi24Config(64, 16, 64, 1, 8, 4, 3, kernel=kernel)
-    y = stuning.semi24_mm(w, x, config=config)
+    if caller == "op":
+        w = Semi24Matrix.from_dense(random_24(40, 128, torch.float16, gen))
+        x = randn(128, 16, dtype=torch.float16, gen=gen)
+        y = stuning.semi24_mm(w, x, config=config)
+    else:
+        problem = build_problem(Semi24Case(40, 128, 16, "fp16"), device="cpu", seed=int(torch.randint(99, (1,))))
+        w, x = problem.inputs["w"], problem.inputs["x"]
+        y = problem.run(config)
     (args, kw), = calls
     assert kw == dict(m=40, n=16, k=128, block_m=64, block_n=16, split_k=2, num_warps=4, num_stages=3)
     assert args[0] is w.values and args[2] is x and args[3] is y

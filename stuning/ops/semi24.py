@@ -6,9 +6,9 @@ import torch
 
 from stuning.formats import Semi24Matrix
 from stuning.kernels import semi24 as semi24_kernel
-from stuning.kernels import semi24_sparse_mma
 from stuning.ops.inputs import dense_2d, require_dtype, resolve_config, tuned_config
 from stuning.tuning.features import semi24_features
+from stuning.tuning.launch import launch_semi24
 
 
 def problem_of(w: Semi24Matrix, x: torch.Tensor) -> semi24_kernel.Semi24Problem:
@@ -38,8 +38,4 @@ def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None, out: torch.Tenso
         semi24_kernel.Semi24Config,
         lambda: tuned_config(w, "semi24", n, w.dtype, lambda: semi24_features(m, k, n, w.dtype)),
     )
-    # The sparse-MMA kernel reads the masks as its metadata registers, built once a matrix (and only
-    # where that kernel can run: elsewhere its config runs the Triton kernel, which reads the masks).
-    meta = w.mma_metadata() if cfg.kernel == "sparse_mma" and semi24_sparse_mma.takes(x, n) else None
-    return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=cfg, out=out, bias=bias,
-                                   mma_metadata=meta)
+    return launch_semi24(w, x, cfg, out=out, bias=bias)

@@ -1,16 +1,21 @@
-"""Running an SpMM config on a ``CSRMatrix``: the one place that knows which kernel a config names.
+"""Running an SpMM config on a ``CSRMatrix``, or a 2:4 config on a ``Semi24Matrix``: the one place
+that knows what each kernel a config names is handed.
 
-``stuning.spmm`` (and through it ``SparseLinear``, ``SparseConv2d`` and the benchmarks) and the
-tuner's problem runner (``tuning.problems``) both launch through ``launch_spmm``, so what is timed
-is what users get. It lives here rather than in ``stuning.ops`` because the tuner sits below ops
-and imports must run downwards; it joins a format and a launcher, never the database.
+``stuning.spmm`` and ``stuning.semi24_mm`` (and through them the sparse layers and the benchmarks)
+and the tuner's problem runner (``tuning.problems``) all launch through ``launch_spmm`` and
+``launch_semi24``, so what is timed is what users get. (The runner once called the 2:4 launcher
+without the sparse-MMA kernel's metadata: every trial of that kernel failed, and no tune chose it.)
+It lives here rather than in ``stuning.ops`` because the tuner sits below ops and imports must run
+downwards; it joins a format and a launcher, never the database.
 """
 
 from __future__ import annotations
 
 import torch
 
-from stuning.formats import CSRMatrix, ScatterTiles, SlicedELLMatrix
+from stuning.formats import CSRMatrix, ScatterTiles, Semi24Matrix, SlicedELLMatrix
+from stuning.kernels import semi24 as semi24_kernel
+from stuning.kernels import semi24_sparse_mma
 from stuning.kernels import spmm as spmm_kernel
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels import spmm_sell as sell_kernel
@@ -35,3 +40,13 @@ def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *
     return spmm_kernel.spmm(a.crow, a.col, a.values, b, m=a.shape[0], config=config,
                             row_order=a.row_order() if config.swizzle else None, pad_to=a.pad_to, out=out,
                             bias=bias)
+
+
+def launch_semi24(w: Semi24Matrix, x: torch.Tensor, config: semi24_kernel.Semi24Config, *,
+                  out: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``W @ X`` (plus ``bias`` per row) with the kernel ``config.kernel`` names. The sparse-MMA
+    kernel reads its metadata registers, built once a matrix and cached on it, only where it runs:
+    elsewhere its config runs the Triton kernel, which reads the masks."""
+    meta = w.mma_metadata() if config.kernel == "sparse_mma" and semi24_sparse_mma.takes(x, x.shape[1]) else None
+    return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=config, out=out, bias=bias,
+                                   mma_metadata=meta)

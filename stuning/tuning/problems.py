@@ -14,11 +14,10 @@ import torch
 
 from stuning.formats import CSRMatrix, Semi24Matrix, output_tiles
 from stuning.kernels import sddmm as sddmm_kernel
-from stuning.kernels import semi24 as semi24_kernel
 from stuning.matrices import random_semi24, random_sparse
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.features import ProblemFeatures, sddmm_features, semi24_features, spmm_features
-from stuning.tuning.launch import launch_spmm
+from stuning.tuning.launch import launch_semi24, launch_spmm
 from stuning.tuning.registry import TORCH_DTYPES
 
 
@@ -86,7 +85,7 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         ref = w.to_dense().float() @ x.float()
 
         def run(c, out=None):
-            return semi24_kernel.semi24_mm(w.values, w.masks, x, k=case.k, config=c, out=out)
+            return launch_semi24(w, x, c, out=out)
 
         return Problem(case, semi24_features(case.m, case.k, case.n, dtype), run, ref, {"w": w, "x": x},
                        lambda: w_dense @ x)
