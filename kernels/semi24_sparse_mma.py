@@ -158,7 +158,6 @@ if gluon is not None:
         STAGES: gl.constexpr,
         EVEN_K: gl.constexpr,
         HAS_BIAS: gl.constexpr,
-        W_STAGED: gl.constexpr,
         num_warps: gl.constexpr,
     ):
         BK: gl.constexpr = 64
@@ -214,17 +213,7 @@ if gluon is not None:
         x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
         n_ok = (xn < N)[None, :]
         x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BLOCK_N], xs_layout)
-        # W_STAGED: W's words go through shared memory in X's stages (STAGES - 1 steps ahead, each
-        # lane copying and reading back its own words); else into registers, one step ahead.
-        ws_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [4, 3, 2, 1, 0])
-        ms_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
-        w0_smem = gl.allocate_shared_memory(gl.int32, [STAGES if W_STAGED else 1, TM, 2, 8, 1, 8], ws_layout)
-        w1_smem = gl.allocate_shared_memory(gl.int32, [STAGES if W_STAGED else 1, TM, 2, 8, 1, 8], ws_layout)
-        wm_smem = gl.allocate_shared_memory(gl.int32, [STAGES if W_STAGED else 1, TM, 8, 4], ms_layout)
         for s in gl.static_range(STAGES - 1):
-            if W_STAGED:
-                _copy_w(w0_smem.index(s), w1_smem.index(s), wm_smem.index(s), pair_ptrs, meta_ptrs,
-                        gl.minimum(s, steps - 1), SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
             _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
                     x_row, BK, EVEN_K)
 
@@ -233,18 +222,13 @@ if gluon is not None:
         a0, a1, am = _load_w(pair_ptrs, meta_ptrs, 0, SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
         acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
         for i in range(steps):
-            if not W_STAGED:
-                pairs0, pairs1, meta = a0, a1, am
-                a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
-                                     n_groups, BK, EVEN_K)
+            pairs0, pairs1, meta = a0, a1, am
+            a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
+                                 n_groups, BK, EVEN_K)
+            meta = _spread(meta, L)
 
             async_copy.wait_group(STAGES - 2)
             gl.thread_barrier()
-            if W_STAGED:
-                pairs0 = w0_smem.index(i % STAGES).load(L)
-                pairs1 = w1_smem.index(i % STAGES).load(L)
-                meta = wm_smem.index(i % STAGES).load(LQ)
-            meta = _spread(meta, L)
             xs = x_smem.index(i % STAGES)
             b0 = _b_operand(xs.slice(0, 32, dim=0).load(b_layout), L, NB)
             b1 = _b_operand(xs.slice(32, 32, dim=0).load(b_layout), L, NB)
@@ -253,9 +237,6 @@ if gluon is not None:
             # Every warp read slot i % STAGES before the barrier of the next step; the slot this
             # load fills was read at step i - 1, before this step's barrier.
             nxt = i + STAGES - 1
-            if W_STAGED:
-                _copy_w(w0_smem.index(nxt % STAGES), w1_smem.index(nxt % STAGES), wm_smem.index(nxt % STAGES),
-                        pair_ptrs, meta_ptrs, gl.minimum(nxt, steps - 1), SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
             _load_x(x_smem.index(nxt % STAGES), x_ptrs, n_ok, gl.minimum(nxt, steps - 1), SPLIT_K, pid_k,
                     stride_xk, K, x_row, BK, EVEN_K)
         async_copy.wait_group(0)
@@ -303,21 +284,6 @@ if gluon is not None:
             pairs1 = gl.load(pair_ptrs + kt * (BK // 4) + 2, mask=grp + 2 < n_groups, other=0)
         return pairs0, pairs1, meta
 
-    @gluon.jit
-    def _copy_w(w0, w1, wm, pair_ptrs, meta_ptrs, step, SPLIT_K: gl.constexpr, pid_k, q, c, n_groups,
-                BK: gl.constexpr, EVEN_K: gl.constexpr):
-        """Start copying a step's W words (as ``_load_w`` loads them) into a stage of shared memory;
-        the caller's commit puts them in the step's group. Groups past K are copied as zeros."""
-        kt = step * SPLIT_K
-        async_copy.async_copy_global_to_shared(wm, meta_ptrs + kt * 32)
-        if EVEN_K:
-            async_copy.async_copy_global_to_shared(w0, pair_ptrs + kt * (BK // 4))
-            async_copy.async_copy_global_to_shared(w1, pair_ptrs + kt * (BK // 4) + 2)
-        else:
-            grp = (pid_k + kt) * (BK // 4) + 4 * q + (c % 2)
-            async_copy.async_copy_global_to_shared(w0, pair_ptrs + kt * (BK // 4), mask=grp < n_groups)
-            async_copy.async_copy_global_to_shared(w1, pair_ptrs + kt * (BK // 4) + 2, mask=grp + 2 < n_groups)
-
 
 def check_metadata(meta, m: int, k: int, device) -> None:
     """Raise ``ValueError`` unless ``meta`` is an (M x K) matrix's ``Semi24Matrix.mma_metadata()``."""
@@ -330,7 +296,7 @@ def check_metadata(meta, m: int, k: int, device) -> None:
 
 
 def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,
-           split_k: int, num_warps: int, num_stages: int, w_staged: bool = False) -> None:
+           split_k: int, num_warps: int, num_stages: int) -> None:
     """Launch the kernel on a 2:4 matrix's values and its ``Semi24Matrix.mma_metadata``;
     ``semi24.semi24_mm`` validates the arguments and allocates."""
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
@@ -338,5 +304,5 @@ def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: in
         values, meta, x, out, values if bias is None else bias, partial, counts,
         m, n, k, values.stride(0), x.stride(0), out.stride(0), out.stride(1),
         BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages, EVEN_K=k % BLOCK_K == 0,
-        HAS_BIAS=bias is not None, W_STAGED=w_staged, num_warps=num_warps,
+        HAS_BIAS=bias is not None, num_warps=num_warps,
     )

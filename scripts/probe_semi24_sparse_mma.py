@@ -33,20 +33,18 @@ GATE_TILES = ((64, 4), (128, 4), (128, 8))  # (block_m, num_warps)
 
 
 def configs(n: int):
-    """(block_m, block_n, split_k, num_warps, num_stages, w_staged): the library's tiles up to its
-    ``MAX_N``, wider column blocks (beyond its space) above; W in registers or staged
-    (``PROBE_W_STAGED``)."""
+    """(block_m, block_n, split_k, num_warps, num_stages): the library's tiles up to its ``MAX_N``,
+    wider column blocks (beyond its space) above."""
     from stuning.kernels import semi24_sparse_mma
 
     splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "4,8,16" if n <= 16 else "1,2,4").split(",")]
     stages = int(os.environ.get("PROBE_STAGES", "3"))
     block_ns = (16,) if n <= 16 else (32,) if n <= semi24_sparse_mma.MAX_N else (64, 128)
-    staged = [int(v) for v in os.environ.get("PROBE_W_STAGED", "0,1").split(",")]
-    for (bm, warps), bn, split, ws in itertools.product(semi24_sparse_mma.TILES, block_ns, splits, staged):
-        yield bm, bn, split, warps, stages, ws
+    for (bm, warps), bn, split in itertools.product(semi24_sparse_mma.TILES, block_ns, splits):
+        yield bm, bn, split, warps, stages
 
 
-def run(w, x, bm, bn, split, warps, stages, w_staged=0, bias=None, out=None):
+def run(w, x, bm, bn, split, warps, stages, bias=None, out=None):
     import triton
     from stuning.kernels import semi24_sparse_mma
     from stuning.kernels.split_k import split_k_workspace
@@ -57,8 +55,7 @@ def run(w, x, bm, bn, split, warps, stages, w_staged=0, bias=None, out=None):
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (out, out)
     semi24_sparse_mma.launch(w.values, w.mma_metadata(), x, out, bias, partial, counts, m=m, n=n, k=k, block_m=bm,
-                             block_n=bn, split_k=split, num_warps=warps, num_stages=stages,
-                             w_staged=bool(w_staged))
+                             block_n=bn, split_k=split, num_warps=warps, num_stages=stages)
     return out
 
 
@@ -77,14 +74,14 @@ def gate() -> list[str]:
         bias = torch.randn(m, generator=gen).to(dtype).cuda()
         w = stuning.Semi24Matrix.from_dense(dense)
         ref = dense.double() @ x.double()
-        for (bm, warps), bn, split, ws in itertools.product(GATE_TILES, (16, 32), (1, 3), (0, 1)):
+        for (bm, warps), bn, split in itertools.product(GATE_TILES, (16, 32), (1, 3)):
             stages = 2 + split % 2
-            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}:{ws}"
+            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}"
             try:
                 if bm == 64:
-                    check_close(run(w, x, bm, bn, split, warps, stages, ws), ref, what)
+                    check_close(run(w, x, bm, bn, split, warps, stages), ref, what)
                 yt = torch.empty(n, m, dtype=dtype, device="cuda")
-                run(w, x, bm, bn, split, warps, stages, ws, bias=bias, out=yt.t())
+                run(w, x, bm, bn, split, warps, stages, bias=bias, out=yt.t())
                 check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
             except Exception as e:  # noqa: BLE001 - the gate lists every failure
                 failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
@@ -111,11 +108,8 @@ def main() -> int:
     write_results({"gate_failures": failures, "rows": rows}, "semi24_sparse_mma_probe.json")
     print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'vs cuBLAS':>9} {'mma.sp':>7} {'config':>14} "
           f"{'vs cuBLAS':>9} failed")
-    for r, ws in itertools.product(rows, ("0", "1")):
-        timed = {label: t for label, t in r["sparse_mma"].items() if label.endswith(":" + ws)}
-        if not timed:
-            continue
-        best, bt, fails = best_checked(timed)
+    for r in rows:
+        best, bt, fails = best_checked(r["sparse_mma"])
         print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} "
               f"{r['cublas_us'] / r['pick_us']:>8.2f}x {bt:>7.1f} {best:>14} {r['cublas_us'] / bt:>8.2f}x "
               f"{len(fails)}")
