@@ -1,0 +1,252 @@
+"""Probe 2:4 on the sparse *warpgroup* MMA (``wgmma.mma_async.sp``), the instruction cuSPARSELt uses.
+
+The sparse-MMA kernel (``kernels/semi24_sparse_mma.py``) issues ``mma.sp`` per warp: at N = 128 every
+16-row warp reads the whole X tile from shared memory each step, and mma.sync runs below the
+warpgroup MMA's rate (BENCHMARKS.md 7u). ``wgmma.mma_async.sp.m64nNk32`` reads B (X) from shared
+memory by a descriptor once per warpgroup and takes A (W's stored values) from registers. Gluon has
+no sparse warpgroup MMA, so this probe issues it by inline PTX:
+
+- The accumulator is the sparse-MMA kernel's tile layout with one m16 tile a warp: a thread's
+  registers, in order, are exactly the m64nN fragment ``d[4 j + 2 h + c % 2]``, so one
+  ``inline_asm_elementwise`` with ``pack = BLOCK_N / 2`` hands the instruction a warp's whole
+  accumulator (tied operands: read and written in place).
+- A's four registers and the metadata word are the sparse-MMA kernel's (assumed: the same lanes
+  per warp as ``mma.sp``, both selectors), broadcast over N; the instruction reads the first four.
+- X's tile is Triton's 128-byte-swizzled layout (``NVMMASharedLayout``), its rows in the MMAs' k
+  order; the descriptor is built in the asm from ``global_smem`` (X is the kernel's only shared
+  allocation, checked after compiling) with the leading and stride offsets Triton's own dense
+  ``wgmma`` uses for that layout. Each instruction is fenced, committed and waited for at once.
+
+    python3 scripts/probe_semi24_wgmma_sp.py      # gate vs float64, then timings; $OUT/semi24_wgmma_sp_probe.json
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import time
+
+import torch
+import triton
+from probe_harness import best_checked, check_close, checked_time_us, semi24_baseline_row, semi24_problems, write_results
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared
+
+from stuning.kernels.semi24_hopper import _finish_tile, _load_x
+from stuning.kernels.semi24_sparse_mma import _lane_layout, _load_w, _spread, _tile_layout
+from stuning.kernels.split_k import split_k_workspace
+
+SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+NS = [int(v) for v in os.environ.get("PROBE_NS", "128,16").split(",")]
+SECONDS = float(os.environ.get("PROBE_SECONDS", "240"))
+BK = gl.constexpr(64)
+
+
+@gluon.constexpr_function
+def _wgmma_sp_asm(P, SELECTOR, BLOCK_N, DESC_HI, BF16):
+    """The PTX: ``P`` accumulator registers ($0.., tied to inputs $P..), A at $2P.., the metadata at
+    $3P, X's byte offset in shared memory at $4P."""
+    d = ", ".join(f"${i}" for i in range(P))
+    a = f"{{${2 * P}, ${2 * P + 2}, ${2 * P + 1}, ${2 * P + 3}}}"
+    dt = "bf16" if BF16 else "f16"
+    return ("{ .reg .b32 sa; .reg .b64 desc; .reg .pred p; "
+            f"mov.u32 sa, global_smem; add.u32 sa, sa, ${4 * P}; bfe.u32 sa, sa, 4, 14; "
+            f"cvt.u64.u32 desc, sa; or.b64 desc, desc, {DESC_HI}; setp.eq.u32 p, 1, 1; "
+            "wgmma.fence.sync.aligned; "
+            f"wgmma.mma_async.sp.sync.aligned.m64n{BLOCK_N}k32.f32.{dt}.{dt} {{{d}}}, {a}, desc, ${3 * P}, "
+            f"{SELECTOR}, p, 1, 1, 1; "
+            "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0; }")
+
+
+@gluon.constexpr_function
+def _wgmma_sp_constraints(P):
+    return ",".join(["=f"] * P + [str(i) for i in range(P)] + ["r"] * (3 * P))
+
+
+@gluon.jit
+def _wgmma_sp(acc, a, meta, off, SELECTOR: gl.constexpr, BLOCK_N: gl.constexpr, DESC_HI: gl.constexpr):
+    P: gl.constexpr = BLOCK_N // 2
+    asm: gl.constexpr = _wgmma_sp_asm(P, SELECTOR, BLOCK_N, DESC_HI, a.dtype == gl.bfloat16)
+    return gl.inline_asm_elementwise(asm, _wgmma_sp_constraints(P), [acc, a, meta, off], dtype=gl.float32,
+                                     is_pure=False, pack=P)
+
+
+@gluon.jit
+def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_ptr, count_ptr, M, N, K,
+                            stride_vm, stride_xk, stride_ym, stride_yn,
+                            BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
+                            EVEN_K: gl.constexpr, HAS_BIAS: gl.constexpr, DESC_HI: gl.constexpr,
+                            num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = 16 * num_warps  # one m16 tile a warp: a warpgroup per 64 rows
+    TM: gl.constexpr = num_warps
+    NB: gl.constexpr = BLOCK_N // 8
+    DT: gl.constexpr = x_ptr.dtype.element_ty
+    L: gl.constexpr = _tile_layout(num_warps)
+    L_tm: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
+    L_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
+    L_g: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L))))
+    L_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))
+    XT: gl.constexpr = BLOCK_N // 8
+    x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // XT, XT], [num_warps, 1], [1, 0])
+    xs_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BK, BLOCK_N], DT)
+
+    pid = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
+    n_groups = gl.cdiv(K, 4)
+
+    tm = gl.arange(0, TM, layout=L_tm)[:, None, None, None, None]
+    h = gl.arange(0, 2, layout=L_h)[None, :, None, None, None]
+    g = gl.arange(0, 8, layout=L_g)[None, None, :, None, None]
+    c = gl.arange(0, 8, layout=L_c)[None, None, None, None, :]
+    row = gl.minimum(pid_m * BLOCK_M + 16 * tm + 8 * h + g, M - 1)
+    q = c // 2
+    pair_ptrs = (val_ptr.to(gl.pointer_type(gl.int32)) + row.to(gl.int64) * (stride_vm // 2)
+                 + pid_k * (BK // 4) + 4 * q + (c % 2))
+    LQ: gl.constexpr = _lane_layout(TM, num_warps)
+    tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
+    g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
+    q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
+    tile = gl.minimum(pid_m * TM + tm_q, gl.cdiv(M, 16) - 1)
+    meta_ptrs = meta_ptr + (tile * gl.cdiv(K, BK) + pid_k).to(gl.int64) * 32 + 4 * g_q + q_q
+
+    kl = gl.arange(0, BK, layout=gl.SliceLayout(1, x_layout))
+    kk_l = kl // 32
+    l_l = (kl % 32) // 4
+    x_row = 4 * (4 * (l_l % 4) + 2 * kk_l + l_l // 4) + kl % 4
+    xn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, x_layout))
+    x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
+    n_ok = (xn < N)[None, :]
+    x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BLOCK_N], xs_layout)
+    for s in gl.static_range(STAGES - 1):
+        _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
+                x_row, BK, EVEN_K)
+
+    a0, a1, am = _load_w(pair_ptrs, meta_ptrs, 0, SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
+    acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
+    zero = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.int32, layout=L)
+    for i in range(steps):
+        pairs0, pairs1, meta = a0, a1, am
+        a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
+                             n_groups, BK, EVEN_K)
+        meta = _spread(meta, L) + zero
+        async_copy.wait_group(STAGES - 2)
+        gl.thread_barrier()
+        fence_async_shared()
+        gl.thread_barrier()
+        # X's stage in bytes from global_smem; MMA kk reads its 32 k-rows, 4096 bytes further.
+        off = zero + (i % STAGES) * (BK * BLOCK_N * 2)
+        acc = _wgmma_sp(acc, pairs0 + zero, meta, off, "0", BLOCK_N, DESC_HI)
+        acc = _wgmma_sp(acc, pairs1 + zero, meta, off + 4096, "1", BLOCK_N, DESC_HI)
+        nxt = i + STAGES - 1
+        _load_x(x_smem.index(nxt % STAGES), x_ptrs, n_ok, gl.minimum(nxt, steps - 1), SPLIT_K, pid_k,
+                stride_xk, K, x_row, BK, EVEN_K)
+    async_copy.wait_group(0)
+
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [num_warps, 1], [1, 0])
+    acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
+    offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+    offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
+    partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
+    _finish_tile(acc2, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid, offs_m, offs_n, M, N, stride_ym, stride_yn,
+                 SPLIT_K, HAS_BIAS)
+
+
+def desc_hi(block_n: int) -> int:
+    """The descriptor's constant bits for X's [64, BLOCK_N] 128-byte-swizzled tile (as Triton's
+    dense wgmma builds them): leading offset 8192 bytes between 64-column blocks, stride 1024 bytes
+    between 8-row groups, swizzle mode 1."""
+    lbo = 512 if block_n > 64 else 0
+    return (lbo << 16) | (64 << 32) | (1 << 62)
+
+
+def run(w, x, bn, split, warps, stages, bias=None, out=None):
+    m, k, n = w.shape[0], w.shape[1], x.shape[1]
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
+    bm = 16 * warps
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (out, out)
+    values = w.values
+    compiled = _semi24_wgmma_sp_kernel[(tiles, split)](
+        values, w.mma_metadata(), x, out, values if bias is None else bias, partial, counts, m, n, k,
+        values.stride(0), x.stride(0), out.stride(0), out.stride(1),
+        BLOCK_N=bn, SPLIT_K=split, STAGES=stages, EVEN_K=k % BK == 0, HAS_BIAS=bias is not None,
+        DESC_HI=desc_hi(bn), num_warps=warps)
+    stage_bytes = stages * BK * bn * x.element_size()
+    if compiled.metadata.shared < stage_bytes or "global_smem" not in compiled.asm["ptx"]:
+        raise RuntimeError(f"X's stages ({stage_bytes} B) are not the kernel's shared memory "
+                           f"({compiled.metadata.shared} B)")
+    return out
+
+
+def configs():
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8").split(",")]
+    for bn, warps, split in itertools.product((64, 128), (4, 8), splits):  # 256 spills (72 B of stack)
+        yield bn, split, warps, 3
+
+
+def gate() -> list[str]:
+    import stuning
+
+    failures = []
+    gen = torch.Generator(device="cpu").manual_seed(3)
+    for (m, k, n), dtype in itertools.product(((64, 64, 64), (200, 1000, 136), (128, 4096, 128)),
+                                              (torch.float16, torch.bfloat16)):
+        dense = torch.randn(m, k, generator=gen)
+        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
+        dense = (dense * keep.reshape(m, k)).to(dtype).cuda()
+        x = torch.randn(k, n, generator=gen).to(dtype).cuda()
+        bias = torch.randn(m, generator=gen).to(dtype).cuda()
+        w = stuning.Semi24Matrix.from_dense(dense)
+        ref = dense.double() @ x.double()
+        for bn, split, warps in itertools.product((64, 128), (1, 3), (4, 8)):
+            what = f"{m}x{k} n={n} {dtype} bn={bn} split={split} warps={warps}"
+            try:
+                check_close(run(w, x, bn, split, warps, 3), ref, what)
+                yt = torch.empty(n, m, dtype=dtype, device="cuda")
+                run(w, x, bn, split, warps, 2, bias=bias, out=yt.t())
+                check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
+            except Exception as e:  # noqa: BLE001 - the gate lists every failure
+                failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
+    return failures
+
+
+def main() -> int:
+    started = time.perf_counter()
+    failures = gate()
+    print(f"gate: {len(failures)} failures ({time.perf_counter() - started:.0f} s)", flush=True)
+    for f in failures[:8]:
+        print("   ", f)
+    rows = []
+    if len(failures) < 4 or os.environ.get("PROBE_ALWAYS") == "1":
+        for p in semi24_problems(SHAPES, NS, "cuda"):
+            row = {**semi24_baseline_row(p), "wgmma_sp": {}}
+            for cfg in configs():
+                if time.perf_counter() - started > SECONDS:
+                    break
+                if cfg[0] > max(64, p.n):
+                    continue
+                label = ":".join(map(str, cfg))
+                row["wgmma_sp"][label] = checked_time_us(functools.partial(run, p.w, p.x, *cfg), p.ref,
+                                                         f"{p.m}x{p.k} n={p.n} {label}", checks=2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    write_results({"gate_failures": failures, "rows": rows}, "semi24_wgmma_sp_probe.json")
+    print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'wgmma.sp':>8} {'bn:split:warps:st':>18} "
+          f"{'vs cuBLAS':>9} failed")
+    for r in rows:
+        best, bt, fails = best_checked(r["wgmma_sp"])
+        print(f"{r['m']:>5}x{r['k']:<5} {r['n']:>4} {r['cublas_us']:>7.1f} {r['pick_us']:>7.1f} {bt:>8.1f} "
+              f"{best:>18} {r['cublas_us'] / bt:>8.2f}x {len(fails)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
