@@ -30,15 +30,21 @@ import time
 
 import torch
 import triton
-from probe_harness import best_checked, check_close, checked_time_us, semi24_baseline_row, semi24_problems, write_results
+from probe_harness import (
+    best_checked,
+    check_close,
+    checked_time_us,
+    semi24_baseline_row,
+    semi24_problems,
+    write_results,
+)
+from stuning.kernels.semi24_hopper import _finish_tile, _load_x
+from stuning.kernels.semi24_sparse_mma import _lane_layout, _load_w, _spread, _tile_layout
+from stuning.kernels.split_k import split_k_workspace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared
-
-from stuning.kernels.semi24_hopper import _finish_tile, _load_x
-from stuning.kernels.semi24_sparse_mma import _lane_layout, _load_w, _spread, _tile_layout
-from stuning.kernels.split_k import split_k_workspace
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "128,16").split(",")]
