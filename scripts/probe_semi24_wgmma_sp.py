@@ -49,7 +49,8 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "128,16").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "240"))
-BK = gl.constexpr(64)
+BLOCK_K = 64
+BK = gl.constexpr(BLOCK_K)  # the kernel's step (a global it reads must be a constexpr)
 
 
 @gluon.constexpr_function
@@ -183,9 +184,9 @@ def run(w, x, bn, split, warps, stages, bias=None, out=None):
     compiled = _semi24_wgmma_sp_kernel[(tiles, split)](
         values, w.mma_metadata(), x, out, values if bias is None else bias, partial, counts, m, n, k,
         values.stride(0), x.stride(0), out.stride(0), out.stride(1),
-        BLOCK_N=bn, SPLIT_K=split, STAGES=stages, EVEN_K=k % BK == 0, HAS_BIAS=bias is not None,
+        BLOCK_N=bn, SPLIT_K=split, STAGES=stages, EVEN_K=k % BLOCK_K == 0, HAS_BIAS=bias is not None,
         DESC_HI=desc_hi(bn), num_warps=warps)
-    stage_bytes = stages * BK * bn * x.element_size()
+    stage_bytes = stages * BLOCK_K * bn * x.element_size()
     if compiled.metadata.shared < stage_bytes or "global_smem" not in compiled.asm["ptx"]:
         raise RuntimeError(f"X's stages ({stage_bytes} B) are not the kernel's shared memory "
                            f"({compiled.metadata.shared} B)")
