@@ -178,6 +178,7 @@ def run(w, x, bn, split, warps, stages, bias=None, out=None):
     m, k, n = w.shape[0], w.shape[1], x.shape[1]
     out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
     bm = 16 * warps
+    split = min(split, triton.cdiv(k, BLOCK_K))  # as the library's launcher: no split without a step
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     partial, counts = split_k_workspace(x.device, m * n, tiles) if split > 1 else (out, out)
     values = w.values
