@@ -47,40 +47,59 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared
 
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
-NS = [int(v) for v in os.environ.get("PROBE_NS", "128,16").split(",")]
+NS = [int(v) for v in os.environ.get("PROBE_NS", "128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "240"))
 BLOCK_K = 64
 BK = gl.constexpr(BLOCK_K)  # the kernel's step (a global it reads must be a constexpr)
 
 
 @gluon.constexpr_function
-def _wgmma_sp_asm(P, SELECTOR, BLOCK_N, DESC_HI, BF16):
-    """The PTX (X fp16 or bf16, N a multiple of 16): ``P`` accumulator registers ($0.., tied to inputs $P..), A at $2P.., the metadata at
-    $3P, X's byte offset in shared memory at $4P."""
+def _wgmma_sp_asm(P, BLOCK_N, DESC_HI, BF16):
+    """The PTX of a 64-column step (X fp16 or bf16, N a multiple of 16): two k32 MMAs, selectors 0
+    and 1, in one group waited for at once. Operands: ``P`` accumulator registers ($0.., tied to
+    inputs $P..), the two MMAs' A at $2P.. and $3P.., the metadata at $4P, X's stage's byte offset
+    from ``global_smem`` at $5P (MMA 1 reads 32 k-rows, 4096 bytes, further)."""
     d = ", ".join(f"${i}" for i in range(P))
-    a = f"{{${2 * P}, ${2 * P + 2}, ${2 * P + 1}, ${2 * P + 3}}}"
     dt = "bf16" if BF16 else "f16"
-    return ("{ .reg .b32 sa; .reg .b64 desc; .reg .pred p; "
-            f"mov.u32 sa, global_smem; add.u32 sa, sa, ${4 * P}; bfe.u32 sa, sa, 4, 14; "
-            f"cvt.u64.u32 desc, sa; or.b64 desc, desc, {DESC_HI}; setp.eq.u32 p, 1, 1; "
-            "wgmma.fence.sync.aligned; "
-            f"wgmma.mma_async.sp.sync.aligned.m64n{BLOCK_N}k32.f32.{dt}.{dt} {{{d}}}, {a}, desc, ${3 * P}, "
-            f"{SELECTOR}, p, 1, 1, 1; "
+    mma = ""
+    for kk in range(2):
+        a = f"{{${(2 + kk) * P}, ${(2 + kk) * P + 2}, ${(2 + kk) * P + 1}, ${(2 + kk) * P + 3}}}"
+        mma += (f"wgmma.mma_async.sp.sync.aligned.m64n{BLOCK_N}k32.f32.{dt}.{dt} {{{d}}}, {a}, desc{kk}, "
+                f"${4 * P}, {kk}, p, 1, 1, 1; ")
+    return ("{ .reg .b32 sa; .reg .b64 desc0, desc1; .reg .pred p; "
+            f"mov.u32 sa, global_smem; add.u32 sa, sa, ${5 * P}; bfe.u32 sa, sa, 4, 14; "
+            f"cvt.u64.u32 desc0, sa; or.b64 desc0, desc0, {DESC_HI}; add.s64 desc1, desc0, 256; "
+            "setp.eq.u32 p, 1, 1; wgmma.fence.sync.aligned; " + mma +
             "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0; }")
 
 
 @gluon.constexpr_function
 def _wgmma_sp_constraints(P):
-    return ",".join(["=f"] * P + [str(i) for i in range(P)] + ["r"] * (3 * P))
+    return ",".join(["=f"] * P + [str(i) for i in range(P)] + ["r"] * (4 * P))
 
 
 @gluon.jit
-def _wgmma_sp(acc, a, meta, off, SELECTOR: gl.constexpr, BLOCK_N: gl.constexpr, DESC_HI: gl.constexpr,
-              DT: gl.constexpr):
+def _wgmma_sp_step(acc, a0, a1, meta, off, BLOCK_N: gl.constexpr, DESC_HI: gl.constexpr, DT: gl.constexpr):
     P: gl.constexpr = BLOCK_N // 2
-    asm: gl.constexpr = _wgmma_sp_asm(P, SELECTOR, BLOCK_N, DESC_HI, DT == gl.bfloat16)  # X's dtype: A is int32
-    return gl.inline_asm_elementwise(asm, _wgmma_sp_constraints(P), [acc, a, meta, off], dtype=gl.float32,
+    asm: gl.constexpr = _wgmma_sp_asm(P, BLOCK_N, DESC_HI, gl.bfloat16 == DT)  # X's dtype: A is int32
+    return gl.inline_asm_elementwise(asm, _wgmma_sp_constraints(P), [acc, a0, a1, meta, off], dtype=gl.float32,
                                      is_pure=False, pack=P)
+
+
+@gluon.jit
+def _copy_w(w0, w1, wm, pair_ptrs, meta_ptrs, step, SPLIT_K: gl.constexpr, pid_k, q, c, n_groups,
+            BK: gl.constexpr, EVEN_K: gl.constexpr):
+    """Start copying a step's W words (as ``_load_w`` loads them) into a stage of shared memory; the
+    caller's commit puts them in the step's group. Groups past K are copied as zeros."""
+    kt = step * SPLIT_K
+    async_copy.async_copy_global_to_shared(wm, meta_ptrs + kt * 32)
+    if EVEN_K:
+        async_copy.async_copy_global_to_shared(w0, pair_ptrs + kt * (BK // 4))
+        async_copy.async_copy_global_to_shared(w1, pair_ptrs + kt * (BK // 4) + 2)
+    else:
+        grp = (pid_k + kt) * (BK // 4) + 4 * q + (c % 2)
+        async_copy.async_copy_global_to_shared(w0, pair_ptrs + kt * (BK // 4), mask=grp < n_groups)
+        async_copy.async_copy_global_to_shared(w1, pair_ptrs + kt * (BK // 4) + 2, mask=grp + 2 < n_groups)
 
 
 @gluon.jit
@@ -88,7 +107,7 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
                             stride_vm, stride_xk, stride_ym, stride_yn,
                             BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
                             EVEN_K: gl.constexpr, HAS_BIAS: gl.constexpr, DESC_HI: gl.constexpr,
-                            num_warps: gl.constexpr):
+                            W_STAGED: gl.constexpr, X_OFFSET: gl.constexpr, num_warps: gl.constexpr):
     BLOCK_M: gl.constexpr = 16 * num_warps  # one m16 tile a warp: a warpgroup per 64 rows
     TM: gl.constexpr = num_warps
     NB: gl.constexpr = BLOCK_N // 8
@@ -133,7 +152,18 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
     x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
     n_ok = (xn < N)[None, :]
     x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BLOCK_N], xs_layout)
+    # W_STAGED: W's words go through shared memory in X's stages, STAGES - 1 steps ahead (each lane
+    # copies and reads back its own); else into registers, one step ahead.
+    ws_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [4, 3, 2, 1, 0])
+    ms_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0])
+    WS: gl.constexpr = STAGES if W_STAGED else 1
+    w0_smem = gl.allocate_shared_memory(gl.int32, [WS, TM, 2, 8, 1, 8], ws_layout)
+    w1_smem = gl.allocate_shared_memory(gl.int32, [WS, TM, 2, 8, 1, 8], ws_layout)
+    wm_smem = gl.allocate_shared_memory(gl.int32, [WS, TM, 8, 4], ms_layout)
     for s in gl.static_range(STAGES - 1):
+        if W_STAGED:
+            _copy_w(w0_smem.index(s), w1_smem.index(s), wm_smem.index(s), pair_ptrs, meta_ptrs,
+                    gl.minimum(s, steps - 1), SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
         _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
                 x_row, BK, EVEN_K)
 
@@ -141,19 +171,26 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
     acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
     zero = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.int32, layout=L)
     for i in range(steps):
-        pairs0, pairs1, meta = a0, a1, am
-        a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
-                             n_groups, BK, EVEN_K)
-        meta = _spread(meta, L) + zero
+        if not W_STAGED:
+            pairs0, pairs1, meta = a0, a1, am
+            a0, a1, am = _load_w(pair_ptrs, meta_ptrs, gl.minimum(i + 1, steps - 1), SPLIT_K, pid_k, q, c,
+                                 n_groups, BK, EVEN_K)
         async_copy.wait_group(STAGES - 2)
         gl.thread_barrier()
         fence_async_shared()
         gl.thread_barrier()
-        # X's stage in bytes from global_smem; MMA kk reads its 32 k-rows, 4096 bytes further.
-        off = zero + (i % STAGES) * (BK * BLOCK_N * 2)
-        acc = _wgmma_sp(acc, pairs0 + zero, meta, off, "0", BLOCK_N, DESC_HI, DT)
-        acc = _wgmma_sp(acc, pairs1 + zero, meta, off + 4096, "1", BLOCK_N, DESC_HI, DT)
+        if W_STAGED:
+            pairs0 = w0_smem.index(i % STAGES).load(L)
+            pairs1 = w1_smem.index(i % STAGES).load(L)
+            meta = wm_smem.index(i % STAGES).load(LQ)
+        meta = _spread(meta, L) + zero
+        # X's stage in bytes from global_smem (X is allocated first: run() checks).
+        off = zero + X_OFFSET + (i % STAGES) * (BK * BLOCK_N * 2)
+        acc = _wgmma_sp_step(acc, pairs0 + zero, pairs1 + zero, meta, off, BLOCK_N, DESC_HI, DT)
         nxt = i + STAGES - 1
+        if W_STAGED:
+            _copy_w(w0_smem.index(nxt % STAGES), w1_smem.index(nxt % STAGES), wm_smem.index(nxt % STAGES),
+                    pair_ptrs, meta_ptrs, gl.minimum(nxt, steps - 1), SPLIT_K, pid_k, q, c, n_groups, BK, EVEN_K)
         _load_x(x_smem.index(nxt % STAGES), x_ptrs, n_ok, gl.minimum(nxt, steps - 1), SPLIT_K, pid_k,
                 stride_xk, K, x_row, BK, EVEN_K)
     async_copy.wait_group(0)
@@ -175,7 +212,7 @@ def desc_hi(block_n: int) -> int:
     return (lbo << 16) | (64 << 32) | (1 << 62)
 
 
-def run(w, x, bn, split, warps, stages, bias=None, out=None):
+def run(w, x, bn, split, warps, stages, w_staged=0, bias=None, out=None):
     m, k, n = w.shape[0], w.shape[1], x.shape[1]
     out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
     bm = 16 * warps
@@ -187,18 +224,23 @@ def run(w, x, bn, split, warps, stages, bias=None, out=None):
         values, w.mma_metadata(), x, out, values if bias is None else bias, partial, counts, m, n, k,
         values.stride(0), x.stride(0), out.stride(0), out.stride(1),
         BLOCK_N=bn, SPLIT_K=split, STAGES=stages, EVEN_K=k % BLOCK_K == 0, HAS_BIAS=bias is not None,
-        DESC_HI=desc_hi(bn), num_warps=warps)
+        DESC_HI=desc_hi(bn), W_STAGED=bool(w_staged), X_OFFSET=0, num_warps=warps)
     stage_bytes = stages * BLOCK_K * bn * x.element_size()
-    if compiled.metadata.shared < stage_bytes or "global_smem" not in compiled.asm["ptx"]:
-        raise RuntimeError(f"X's stages ({stage_bytes} B) are not the kernel's shared memory "
+    # Triton places the largest buffer first: X's stages, strictly larger than each of W's (configs()
+    # keeps it so); a wrong offset would show as wrong results in every check.
+    if compiled.metadata.shared < stage_bytes:
+        raise RuntimeError(f"X's stages ({stage_bytes} B) exceed the kernel's shared memory "
                            f"({compiled.metadata.shared} B)")
     return out
 
 
 def configs():
-    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8").split(",")]
-    for bn, warps, split in itertools.product((64, 128), (4, 8), splits):  # 256 spills (72 B of stack)
-        yield bn, split, warps, 3
+    """(block_n, split_k, num_warps, num_stages, w_staged); block_n 256 spills (72 B of stack)."""
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4").split(",")]
+    for bn, warps, split, stages, ws in itertools.product((128, 64), (4, 8), splits, (3, 4), (1, 0)):
+        if ws and 2 * bn <= 16 * warps:  # W's stage as large as X's: X might not come first
+            continue
+        yield bn, split, warps, stages, ws
 
 
 def gate() -> list[str]:
@@ -215,12 +257,14 @@ def gate() -> list[str]:
         bias = torch.randn(m, generator=gen).to(dtype).cuda()
         w = stuning.Semi24Matrix.from_dense(dense)
         ref = dense.double() @ x.double()
-        for bn, split, warps in itertools.product((64, 128), (1, 3), (4, 8)):
-            what = f"{m}x{k} n={n} {dtype} bn={bn} split={split} warps={warps}"
+        for bn, split, warps, ws in itertools.product((64, 128), (1, 3), (4, 8), (0, 1)):
+            if ws and 2 * bn <= 16 * warps:
+                continue
+            what = f"{m}x{k} n={n} {dtype} bn={bn} split={split} warps={warps} staged={ws}"
             try:
-                check_close(run(w, x, bn, split, warps, 3), ref, what)
+                check_close(run(w, x, bn, split, warps, 3, ws), ref, what)
                 yt = torch.empty(n, m, dtype=dtype, device="cuda")
-                run(w, x, bn, split, warps, 2, bias=bias, out=yt.t())
+                run(w, x, bn, split, warps, 2, ws, bias=bias, out=yt.t())
                 check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
             except Exception as e:  # noqa: BLE001 - the gate lists every failure
                 failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
@@ -248,7 +292,7 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     write_results({"gate_failures": failures, "rows": rows}, "semi24_wgmma_sp_probe.json")
-    print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'wgmma.sp':>8} {'bn:split:warps:st':>18} "
+    print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'wgmma.sp':>8} {'bn:split:warps:st:ws':>18} "
           f"{'vs cuBLAS':>9} failed")
     for r in rows:
         best, bt, fails = best_checked(r["wgmma_sp"])
