@@ -34,6 +34,7 @@ from probe_harness import (
     best_checked,
     check_close,
     checked_time_us,
+    probe_time_us,
     semi24_baseline_row,
     semi24_problems,
     write_results,
@@ -107,7 +108,8 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
                             stride_vm, stride_xk, stride_ym, stride_yn,
                             BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
                             EVEN_K: gl.constexpr, HAS_BIAS: gl.constexpr, DESC_HI: gl.constexpr,
-                            W_STAGED: gl.constexpr, X_OFFSET: gl.constexpr, num_warps: gl.constexpr):
+                            W_STAGED: gl.constexpr, X_OFFSET: gl.constexpr, FENCE: gl.constexpr,
+                            num_warps: gl.constexpr):
     BLOCK_M: gl.constexpr = 16 * num_warps  # one m16 tile a warp: a warpgroup per 64 rows
     TM: gl.constexpr = num_warps
     NB: gl.constexpr = BLOCK_N // 8
@@ -177,7 +179,8 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
                                  n_groups, BK, EVEN_K)
         async_copy.wait_group(STAGES - 2)
         gl.thread_barrier()
-        fence_async_shared()
+        if FENCE:  # cp.async wrote X (generic proxy); the MMA reads it by descriptor (async proxy)
+            fence_async_shared()
         gl.thread_barrier()
         if W_STAGED:
             pairs0 = w0_smem.index(i % STAGES).load(L)
@@ -212,7 +215,7 @@ def desc_hi(block_n: int) -> int:
     return (lbo << 16) | (64 << 32) | (1 << 62)
 
 
-def run(w, x, bn, split, warps, stages, w_staged=0, bias=None, out=None):
+def run(w, x, bn, split, warps, stages, w_staged=0, bias=None, out=None, fence=True):
     m, k, n = w.shape[0], w.shape[1], x.shape[1]
     out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
     bm = 16 * warps
@@ -224,7 +227,7 @@ def run(w, x, bn, split, warps, stages, w_staged=0, bias=None, out=None):
         values, w.mma_metadata(), x, out, values if bias is None else bias, partial, counts, m, n, k,
         values.stride(0), x.stride(0), out.stride(0), out.stride(1),
         BLOCK_N=bn, SPLIT_K=split, STAGES=stages, EVEN_K=k % BLOCK_K == 0, HAS_BIAS=bias is not None,
-        DESC_HI=desc_hi(bn), W_STAGED=bool(w_staged), X_OFFSET=0, num_warps=warps)
+        DESC_HI=desc_hi(bn), W_STAGED=bool(w_staged), X_OFFSET=0, FENCE=fence, num_warps=warps)
     stage_bytes = stages * BLOCK_K * bn * x.element_size()
     # Triton places the largest buffer first: X's stages, strictly larger than each of W's (configs()
     # keeps it so); a wrong offset would show as wrong results in every check.
@@ -291,6 +294,19 @@ def main() -> int:
                                                          f"{p.m}x{p.k} n={p.n} {label}", checks=2)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    # Ablation: each problem's best config without the proxy fence before the MMAs (not a correct
+    # kernel: it may read X's stage before cp.async's writes are visible to the MMA; its error is
+    # reported), to see whether the fence (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC in SASS) is the bound.
+    for p, r in zip(semi24_problems(SHAPES, NS, "cuda"), rows, strict=True):
+        best, _, _ = best_checked(r["wgmma_sp"])
+        if best == "-":
+            continue
+        cfg = [int(v) for v in best.split(":")]
+        fn = functools.partial(run, p.w, p.x, *cfg, fence=False)
+        err = float((fn().double() - p.ref).norm() / p.ref.norm())
+        r["no_fence"] = {"config": best, "us": probe_time_us(fn, False), "rel_err": err}
+        print(f"{p.m}x{p.k} n={p.n} {best}: with fence {r['wgmma_sp'][best]:.1f} us, without "
+              f"{r['no_fence']['us']:.1f} us (error {err:.1e})", flush=True)
     write_results({"gate_failures": failures, "rows": rows}, "semi24_wgmma_sp_probe.json")
     print(f"{'M x K':>11} {'N':>4} {'cuBLAS':>7} {'pick':>7} {'wgmma.sp':>8} {'bn:split:warps:st:ws':>18} "
           f"{'vs cuBLAS':>9} failed")
