@@ -165,10 +165,6 @@ if gluon is not None:
         NB: gl.constexpr = BLOCK_N // 8
         DT: gl.constexpr = x_ptr.dtype.element_ty
         L: gl.constexpr = _tile_layout(num_warps)
-        L_tm: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
-        L_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
-        L_g: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L))))
-        L_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))
         mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1],
                                                              instr_shape=[16, 8])
         b_layout: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma_layout, k_width=2)
@@ -184,34 +180,9 @@ if gluon is not None:
         steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
         n_groups = gl.cdiv(K, 4)
 
-        tm = gl.arange(0, TM, layout=L_tm)[:, None, None, None, None]
-        h = gl.arange(0, 2, layout=L_h)[None, :, None, None, None]
-        g = gl.arange(0, 8, layout=L_g)[None, None, :, None, None]
-        c = gl.arange(0, 8, layout=L_c)[None, None, None, None, :]
-        # Rows past M read row M - 1: what they compute is never stored, and no load needs a mask.
-        row = gl.minimum(pid_m * BLOCK_M + 16 * tm + 8 * h + g, M - 1)
-        q = c // 2
-        # A: this lane's pair words of a row, for MMA kk: memory groups 4 q + 2 kk + (c % 2).
-        pair_ptrs = (val_ptr.to(gl.pointer_type(gl.int32)) + row.to(gl.int64) * (stride_vm // 2)
-                     + pid_k * (BK // 4) + 4 * q + (c % 2))
-        # Metadata: one word a lane, tile and step, stored in lane order (mma_metadata), loaded once a
-        # lane (layout LQ: no register holds a copy) and spread over L.
         LQ: gl.constexpr = _lane_layout(TM, num_warps)
-        tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
-        g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
-        q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
-        tile = gl.minimum(pid_m * TM + tm_q, gl.cdiv(M, 16) - 1)
-        meta_ptrs = meta_ptr + (tile * gl.cdiv(K, BK) + pid_k).to(gl.int64) * 32 + 4 * g_q + q_q
-
-        # X's rows in the MMAs' k order: logical group l = q + 4 w of MMA kk is memory group
-        # 4 q + 2 kk + w (see the module docstring); positions within a group are not moved.
-        kl = gl.arange(0, BK, layout=gl.SliceLayout(1, x_layout))
-        kk_l = kl // 32
-        l_l = (kl % 32) // 4
-        x_row = 4 * (4 * (l_l % 4) + 2 * kk_l + l_l // 4) + kl % 4
-        xn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, x_layout))
-        x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
-        n_ok = (xn < N)[None, :]
+        pair_ptrs, meta_ptrs, q, c = _w_pointers(val_ptr, meta_ptr, M, K, stride_vm, pid_m, pid_k, BLOCK_M, L, LQ)
+        x_ptrs, n_ok, x_row = _x_pointers(x_ptr, N, stride_xk, pid_n, pid_k, BLOCK_N, x_layout)
         x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BLOCK_N], xs_layout)
         for s in gl.static_range(STAGES - 1):
             _load_x(x_smem.index(s), x_ptrs, n_ok, gl.minimum(s, steps - 1), SPLIT_K, pid_k, stride_xk, K,
@@ -248,6 +219,50 @@ if gluon is not None:
         partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]  # Y^T, as the others
         _finish_tile(acc2, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid, offs_m, offs_n, M, N, stride_ym, stride_yn,
                      SPLIT_K, HAS_BIAS)
+
+    @gluon.jit
+    def _w_pointers(val_ptr, meta_ptr, M, K, stride_vm, pid_m, pid_k, BLOCK_M: gl.constexpr, L: gl.constexpr,
+                    LQ: gl.constexpr):
+        """This lane's first-step pointers into W (tile layout ``L``, its pair words) and into its
+        metadata (lane layout ``LQ``), and the lane's (q, c) indices ``_load_w`` masks with."""
+        BK: gl.constexpr = 64  # BLOCK_K (a global the compiler reads must be a constexpr)
+        TM: gl.constexpr = BLOCK_M // 16
+        tm = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L)))))
+        h = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L)))))
+        g = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L)))))
+        c = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L)))))
+        tm = tm[:, None, None, None, None]
+        h = h[None, :, None, None, None]
+        g = g[None, None, :, None, None]
+        c = c[None, None, None, None, :]
+        # Rows past M read row M - 1: what they compute is never stored, and no load needs a mask.
+        row = gl.minimum(pid_m * BLOCK_M + 16 * tm + 8 * h + g, M - 1)
+        q = c // 2
+        # A: this lane's pair words of a row, for MMA kk: memory groups 4 q + 2 kk + (c % 2).
+        pair_ptrs = (val_ptr.to(gl.pointer_type(gl.int32)) + row.to(gl.int64) * (stride_vm // 2)
+                     + pid_k * (BK // 4) + 4 * q + (c % 2))
+        # Metadata: one word a lane, tile and step, stored in lane order (mma_metadata), loaded once a
+        # lane (layout LQ: no register holds a copy) and spread over L.
+        tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
+        g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
+        q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
+        tile = gl.minimum(pid_m * TM + tm_q, gl.cdiv(M, 16) - 1)
+        meta_ptrs = meta_ptr + (tile * gl.cdiv(K, BK) + pid_k).to(gl.int64) * 32 + 4 * g_q + q_q
+        return pair_ptrs, meta_ptrs, q, c
+
+    @gluon.jit
+    def _x_pointers(x_ptr, N, stride_xk, pid_n, pid_k, BLOCK_N: gl.constexpr, x_layout: gl.constexpr):
+        """Pointers to the first step's (BLOCK_K x BLOCK_N) tile of X, its rows in the MMAs' k order
+        (logical group l = q + 4 w of MMA kk is memory group 4 q + 2 kk + w, see the module
+        docstring; positions within a group are not moved), the columns inside N, and the rows."""
+        BK: gl.constexpr = 64  # BLOCK_K (a global the compiler reads must be a constexpr)
+        kl = gl.arange(0, BK, layout=gl.SliceLayout(1, x_layout))
+        kk_l = kl // 32
+        l_l = (kl % 32) // 4
+        x_row = 4 * (4 * (l_l % 4) + 2 * kk_l + l_l // 4) + kl % 4
+        xn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, x_layout))
+        x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
+        return x_ptrs, (xn < N)[None, :], x_row
 
     @gluon.jit
     def _spread(meta, L: gl.constexpr):

@@ -40,7 +40,7 @@ from probe_harness import (
     write_results,
 )
 from stuning.kernels.semi24_hopper import _finish_tile, _load_x
-from stuning.kernels.semi24_sparse_mma import _lane_layout, _load_w, _spread, _tile_layout
+from stuning.kernels.semi24_sparse_mma import _lane_layout, _load_w, _spread, _tile_layout, _w_pointers, _x_pointers
 from stuning.kernels.split_k import split_k_workspace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -115,10 +115,6 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
     NB: gl.constexpr = BLOCK_N // 8
     DT: gl.constexpr = x_ptr.dtype.element_ty
     L: gl.constexpr = _tile_layout(num_warps)
-    L_tm: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
-    L_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L))))
-    L_g: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L))))
-    L_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))
     XT: gl.constexpr = BLOCK_N // 8
     x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // XT, XT], [num_warps, 1], [1, 0])
     xs_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BK, BLOCK_N], DT)
@@ -131,28 +127,9 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
     steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
     n_groups = gl.cdiv(K, 4)
 
-    tm = gl.arange(0, TM, layout=L_tm)[:, None, None, None, None]
-    h = gl.arange(0, 2, layout=L_h)[None, :, None, None, None]
-    g = gl.arange(0, 8, layout=L_g)[None, None, :, None, None]
-    c = gl.arange(0, 8, layout=L_c)[None, None, None, None, :]
-    row = gl.minimum(pid_m * BLOCK_M + 16 * tm + 8 * h + g, M - 1)
-    q = c // 2
-    pair_ptrs = (val_ptr.to(gl.pointer_type(gl.int32)) + row.to(gl.int64) * (stride_vm // 2)
-                 + pid_k * (BK // 4) + 4 * q + (c % 2))
     LQ: gl.constexpr = _lane_layout(TM, num_warps)
-    tm_q = gl.arange(0, TM, layout=gl.SliceLayout(1, gl.SliceLayout(2, LQ)))[:, None, None]
-    g_q = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, LQ)))[None, :, None]
-    q_q = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, LQ)))[None, None, :]
-    tile = gl.minimum(pid_m * TM + tm_q, gl.cdiv(M, 16) - 1)
-    meta_ptrs = meta_ptr + (tile * gl.cdiv(K, BK) + pid_k).to(gl.int64) * 32 + 4 * g_q + q_q
-
-    kl = gl.arange(0, BK, layout=gl.SliceLayout(1, x_layout))
-    kk_l = kl // 32
-    l_l = (kl % 32) // 4
-    x_row = 4 * (4 * (l_l % 4) + 2 * kk_l + l_l // 4) + kl % 4
-    xn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, x_layout))
-    x_ptrs = x_ptr + (pid_k * BK + x_row)[:, None].to(gl.int64) * stride_xk + xn[None, :]
-    n_ok = (xn < N)[None, :]
+    pair_ptrs, meta_ptrs, q, c = _w_pointers(val_ptr, meta_ptr, M, K, stride_vm, pid_m, pid_k, BLOCK_M, L, LQ)
+    x_ptrs, n_ok, x_row = _x_pointers(x_ptr, N, stride_xk, pid_n, pid_k, BLOCK_N, x_layout)
     x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BLOCK_N], xs_layout)
     # W_STAGED: W's words go through shared memory in X's stages, STAGES - 1 steps ahead (each lane
     # copies and reads back its own); else into registers, one step ahead.
