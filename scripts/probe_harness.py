@@ -89,6 +89,26 @@ class Semi24ProbeProblem:
     pick: object  # the config stuning.semi24_mm(w, x) runs: the database's, else the cost model's
 
 
+def random_24(m: int, k: int, gen: torch.Generator) -> torch.Tensor:
+    """An (m x k) float32 matrix with two random values kept in every group of four along K."""
+    dense = torch.randn(m, k, generator=gen)
+    keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
+    return dense * keep.reshape(m, k)
+
+
+def semi24_gate_problems(shapes, seed: int):
+    """The odd problems a 2:4 probe's gate checks, on the GPU: for each (M, K, N) in ``shapes`` and
+    fp16 / bf16, (label, W as a ``Semi24Matrix``, X, a bias, W @ X in float64)."""
+    import stuning
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    for (m, k, n), dtype in itertools.product(shapes, (torch.float16, torch.bfloat16)):
+        dense = random_24(m, k, gen).to(dtype).cuda()
+        x = torch.randn(k, n, generator=gen).to(dtype).cuda()
+        bias = torch.randn(m, generator=gen).to(dtype).cuda()
+        yield f"{m}x{k} n={n} {dtype}", stuning.Semi24Matrix.from_dense(dense), x, bias, dense.double() @ x.double()
+
+
 def semi24_problems(shapes, ns, device: str):
     """One ``Semi24ProbeProblem`` per ((M, K), N), inputs from one generator seeded 0 (the same
     inputs run after run)."""
@@ -100,9 +120,7 @@ def semi24_problems(shapes, ns, device: str):
 
     gen = torch.Generator(device="cpu").manual_seed(0)
     for (m, k), n in itertools.product(shapes, ns):
-        dense = torch.randn(m, k, generator=gen)
-        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
-        dense = (dense * keep.reshape(m, k)).half().to(device)
+        dense = random_24(m, k, gen).half().to(device)
         x = torch.randn(k, n, generator=gen).half().to(device)
         w = stuning.Semi24Matrix.from_dense(dense)
         pick = tuned_config(w, "semi24", n, w.dtype, functools.partial(semi24_features, m, k, n, w.dtype))

@@ -22,6 +22,7 @@ from probe_harness import (
     check_close,
     checked_time_us,
     semi24_baseline_row,
+    semi24_gate_problems,
     semi24_problems,
     write_results,
 )
@@ -61,22 +62,12 @@ def run(w, x, bm, bn, split, warps, stages, bias=None, out=None):
 
 def gate() -> list[str]:
     """Odd problems, every tile, both dtypes: the failures (none: the kernel is right)."""
-    import stuning
-
     failures = []
-    gen = torch.Generator(device="cpu").manual_seed(1)
-    for (m, k, n), dtype in itertools.product(((200, 1000, 48), (64, 64, 16), (333, 4096, 128)),
-                                              (torch.float16, torch.bfloat16)):
-        dense = torch.randn(m, k, generator=gen)
-        keep = torch.rand(m, k // 4, 4, generator=gen).argsort(-1) < 2
-        dense = (dense * keep.reshape(m, k)).to(dtype).cuda()
-        x = torch.randn(k, n, generator=gen).to(dtype).cuda()
-        bias = torch.randn(m, generator=gen).to(dtype).cuda()
-        w = stuning.Semi24Matrix.from_dense(dense)
-        ref = dense.double() @ x.double()
+    for label, w, x, bias, ref in semi24_gate_problems(((200, 1000, 48), (64, 64, 16), (333, 4096, 128)), 1):
+        m, n, dtype = w.shape[0], x.shape[1], x.dtype
         for (bm, warps), bn, split in itertools.product(GATE_TILES, (16, 32), (1, 3)):
             stages = 2 + split % 2
-            what = f"{m}x{k} n={n} {dtype} {bm}x{bn}:{split}:{warps}:{stages}"
+            what = f"{label} {bm}x{bn}:{split}:{warps}:{stages}"
             try:
                 if bm == 64:
                     check_close(run(w, x, bm, bn, split, warps, stages), ref, what)
