@@ -208,6 +208,9 @@ def _semi24_wgmma_tma_kernel(w_desc, x_desc, m_desc, y_ptr, bias_ptr, partial_pt
         _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars.index(nxt % STAGES), nxt % STAGES,
                nxt * SPLIT_K + pid_k, pid_m, pid_n, nxt < steps, KS)
     acc = _wait_all(acc, BLOCK_N)
+    # The epilogue's layout conversion may reuse the stages' shared memory: every warpgroup's MMAs
+    # must have retired first (without this barrier, configs of 2-4 warpgroups read corrupt tiles).
+    gl.thread_barrier()
     for b in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(b))
 
@@ -262,13 +265,20 @@ def run(w, x, meta, bn, ks, split, warps, stages, wait=1, bias=None, out=None):
     return out
 
 
-def configs() -> list[tuple[int, ...]]:
+def max_stages(bn: int, ks: int, warps: int) -> int:
+    return min(8, SMEM_BYTES // sum(buffer_bytes(bn, ks, warps, 1).values()))
+
+
+def configs(n: int) -> list[tuple[int, ...]]:
     """(block_n, ks, split_k, num_warps, num_stages) within shared memory, in a fixed shuffled order: a
-    problem's time budget then samples the whole space."""
-    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8").split(",")]
-    space = [(bn, ks, split, warps, stages)
-             for bn, ks, warps, split, stages in itertools.product((128, 64), (1, 2), (8, 4, 16), splits, (3, 4, 6))
-             if sum(buffer_bytes(bn, ks, warps, stages).values()) <= SMEM_BYTES]
+    problem's time budget then samples the whole space. Wide N: no splits."""
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8").split(",")] if n <= 128 else [1]
+    kss = [int(v) for v in os.environ.get("PROBE_KS", "1,2").split(",")]
+    space = {(bn, ks, split, warps, stages)
+             for bn, ks, warps, split in itertools.product((128, 64), kss, (8, 4, 16), splits)
+             for stages in (3, 4, 6, max_stages(bn, ks, warps))
+             if bn <= max(64, n) and 3 <= stages <= max_stages(bn, ks, warps)}
+    space = sorted(space)
     random.Random(0).shuffle(space)
     return space
 
@@ -305,11 +315,9 @@ def main() -> int:
             until = time.perf_counter() + budget
             meta = {ks: wgmma_metadata(p.w.masks, p.m, p.k, ks) for ks in (1, 2)}
             row = {**semi24_baseline_row(p), "wgmma_tma": {}}
-            for cfg in configs():
+            for cfg in configs(p.n):
                 if time.perf_counter() > until:
                     break
-                if cfg[0] > max(64, p.n):
-                    continue
                 label = ":".join(map(str, cfg))
                 row["wgmma_tma"][label] = checked_time_us(functools.partial(run, p.w, p.x, meta, *cfg), p.ref,
                                                           f"{p.m}x{p.k} n={p.n} {label}", checks=2)
