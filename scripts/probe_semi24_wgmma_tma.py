@@ -13,7 +13,9 @@ global memory one step ahead, and each step waited for its own MMAs: ~1250 cycle
   step's group 8 kk + j. It comes by TMA as well; each lane then reads its word from shared memory.
 - A stage holds X, W and the metadata of KS 64-column steps behind one mbarrier. A step issues
   2 KS MMAs as one group and waits only for the previous step's (``WAIT = 1``), whose stage is then
-  refilled.
+  refilled. The MMAs read the metadata registers while they run: see ``_step_asm`` for how a step's
+  registers are kept from ptxas until its MMAs have retired (without it, configs of 2-4 warpgroups
+  gave 1-17% errors now and then).
 - Every warpgroup multiplies 64 rows (``BLOCK_M = 16 num_warps``); the descriptors are built in the
   asm from ``global_smem`` and the stage's byte offset in the kernel's one data buffer (checked
   against the compiled kernel's shared memory: the data buffer must come first).
@@ -82,8 +84,15 @@ def wgmma_metadata(masks: torch.Tensor, m: int, k: int, ks: int) -> torch.Tensor
 @gluon.constexpr_function
 def _step_asm(P, BLOCK_N, KS, WG_BYTES, BF16, WAIT):
     """The PTX of a step: 2 KS k32 MMAs in one group, then a wait leaving ``WAIT`` groups in flight.
-    Operands: ``P`` accumulator registers ($0.., tied to $P..), KS metadata words at $2P, $3P.., the
-    stage's W and X byte offsets from ``global_smem`` at $(2 + KS)P and $(3 + KS)P."""
+    Operands ($): the accumulator 0.. (tied to 2P..) and the token q P (its input 3P) that chains the
+    steps; this step's metadata words 4P, 5P; the previous step's 6P, 7P; the stage's W and X byte
+    offsets from ``global_smem`` 8P, 9P.
+
+    The MMAs read the metadata registers while they run (CUTLASS's sparse mainloop waits for each
+    step's MMAs for this reason), and ptxas reuses a register once its last reader has been issued.
+    So the previous step's words are read once more after the wait has retired its MMAs (into the
+    token, which the next step's scale-d predicate reads: never dead), and the loop is unrolled by
+    two, so a step's words and the previous step's are distinct values live together."""
     d = ", ".join(f"${i}" for i in range(P))
     dt = "bf16" if BF16 else "f16"
     # The descriptors' bits other than the address, as Triton's dense wgmma builds them: W (K-major,
@@ -94,40 +103,67 @@ def _step_asm(P, BLOCK_N, KS, WG_BYTES, BF16, WAIT):
     x_hi = ((64 * KS * 128 >> 4 if BLOCK_N > 64 else 0) << 16) | (64 << 32) | (1 << 62)
     asm = ("{ .reg .b32 t, sa, sb; .reg .b64 da, db; .reg .pred p; "
            "mov.u32 t, %tid.x; shr.u32 t, t, 7; "
-           f"mov.u32 sa, global_smem; mad.lo.u32 sa, t, {WG_BYTES}, sa; add.u32 sa, sa, ${(2 + KS) * P}; "
-           f"mov.u32 sb, global_smem; add.u32 sb, sb, ${(3 + KS) * P}; bfe.u32 sa, sa, 4, 14; bfe.u32 sb, sb, 4, 14; "
+           f"mov.u32 sa, global_smem; mad.lo.u32 sa, t, {WG_BYTES}, sa; add.u32 sa, sa, ${8 * P}; "
+           f"mov.u32 sb, global_smem; add.u32 sb, sb, ${9 * P}; bfe.u32 sa, sa, 4, 14; bfe.u32 sb, sb, 4, 14; "
            f"cvt.u64.u32 da, sa; or.b64 da, da, {a_hi}; cvt.u64.u32 db, sb; or.b64 db, db, {x_hi}; "
-           "setp.eq.u32 p, 1, 1; wgmma.fence.sync.aligned; ")
+           f"setp.ne.u32 p, ${3 * P}, 0; wgmma.fence.sync.aligned; ")
     for m in range(2 * KS):
         if m:  # the next k32: 32 bytes further along W's rows, 32 rows (4096 bytes) down X
             asm += "add.s64 da, da, 2; add.s64 db, db, 256; "
         asm += (f"wgmma.mma_async.sp.sync.aligned.m64n{BLOCK_N}k32.f32.{dt}.{dt} {{{d}}}, da, db, "
-                f"${(2 + m // 2) * P}, {m % 2}, p, 1, 1, 0, 1; ")
-    return asm + f"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned {WAIT}; }}"
+                f"${(4 + m // 2) * P}, {m % 2}, p, 1, 1, 0, 1; ")
+    return (asm + f"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned {WAIT}; "
+            f"or.b32 t, ${6 * P}, ${7 * P}; or.b32 ${P}, t, 1; }}")
 
 
 @gluon.constexpr_function
-def _tied(P, inputs):
-    return ",".join(["=f"] * P + [str(i) for i in range(P)] + ["r"] * (inputs * P))
+def _constraints(P, inputs):
+    """P accumulator outputs, P token outputs, the accumulator's tied inputs, ``inputs`` more P-packs."""
+    return ",".join(["=f"] * P + ["=r"] * P + [str(i) for i in range(P)] + ["r"] * (inputs * P))
 
 
 @gluon.jit
-def _mma_step(acc, meta0, meta1, w_off, x_off, BLOCK_N: gl.constexpr, KS: gl.constexpr, WG_BYTES: gl.constexpr,
-              DT: gl.constexpr, WAIT: gl.constexpr):
+def _mma_step(acc, q, meta0, meta1, prev0, prev1, w_off, x_off, BLOCK_N: gl.constexpr, KS: gl.constexpr,
+              WG_BYTES: gl.constexpr, DT: gl.constexpr, WAIT: gl.constexpr):
     P: gl.constexpr = BLOCK_N // 2
     asm: gl.constexpr = _step_asm(P, BLOCK_N, KS, WG_BYTES, gl.bfloat16 == DT, WAIT)
-    if KS == 1:
-        return gl.inline_asm_elementwise(asm, _tied(P, 3), [acc, meta0, w_off, x_off], dtype=gl.float32,
-                                         is_pure=False, pack=P)
-    return gl.inline_asm_elementwise(asm, _tied(P, 4), [acc, meta0, meta1, w_off, x_off], dtype=gl.float32,
+    return gl.inline_asm_elementwise(asm, _constraints(P, 7), [acc, q, meta0, meta1, prev0, prev1, w_off, x_off],
+                                     dtype=(gl.float32, gl.int32), is_pure=False, pack=P)
+
+
+@gluon.jit
+def _retire(acc, prev0, prev1, BLOCK_N: gl.constexpr):
+    """Wait for every MMA, then read the last step's metadata words (the token)."""
+    P: gl.constexpr = BLOCK_N // 2
+    asm: gl.constexpr = (f"{{ .reg .b32 t; wgmma.wait_group.sync.aligned 0; or.b32 t, ${3 * P}, ${4 * P}; "
+                         f"or.b32 ${P}, t, 1; }}")
+    return gl.inline_asm_elementwise(asm, _constraints(P, 2), [acc, prev0, prev1], dtype=(gl.float32, gl.int32),
                                      is_pure=False, pack=P)
 
 
 @gluon.jit
-def _wait_all(acc, BLOCK_N: gl.constexpr):
-    P: gl.constexpr = BLOCK_N // 2
-    return gl.inline_asm_elementwise("wgmma.wait_group.sync.aligned 0;", _tied(P, 0), [acc], dtype=gl.float32,
-                                     is_pure=False, pack=P)
+def _step(acc, q, prev0, prev1, i, steps, w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars, pid_k, pid_m, pid_n,
+          zero, KS: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, X_BASE: gl.constexpr,
+          W_BASE: gl.constexpr, WAIT: gl.constexpr, LQ: gl.constexpr, L: gl.constexpr):
+    """Step i: wait for its stage, issue its MMAs, refill the stage of step i - 1 (retired)."""
+    BLOCK_M: gl.constexpr = w_desc.block_shape[0]
+    BLOCK_N: gl.constexpr = x_desc.block_shape[1]
+    BK: gl.constexpr = 64 * KS
+    s = i % STAGES
+    mbarrier.wait(bars.index(s), (i // STAGES) & 1)
+    meta0, meta1 = _load_meta(m_smem.index(s), BLOCK_M // 16, KS, LQ, L)
+    meta0 += zero
+    meta1 += zero
+    w_off = zero + W_BASE + s * (BLOCK_M * BK)
+    x_off = zero + X_BASE + s * (BK * BLOCK_N * 2)
+    acc, q = _mma_step(acc, q, meta0, meta1, prev0, prev1, w_off, x_off, BLOCK_N, KS, 64 * BK, x_desc.dtype, WAIT)
+    # Each warpgroup's wait retired its MMAs of step i - 1 (all of them with WAIT = 0); after the
+    # barrier no warpgroup reads that step's stage, which the next load refills.
+    gl.thread_barrier()
+    nxt = i + STAGES - 1
+    _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars.index(nxt % STAGES), nxt % STAGES,
+           nxt * SPLIT_K + pid_k, pid_m, pid_n, nxt < steps, KS)
+    return acc, q, meta0, meta1
 
 
 @gluon.jit
@@ -192,22 +228,21 @@ def _semi24_wgmma_tma_kernel(w_desc, x_desc, m_desc, y_ptr, bias_ptr, partial_pt
 
     acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
     zero = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.int32, layout=L)
-    for i in range(steps):
-        s = i % STAGES
-        mbarrier.wait(bars.index(s), (i // STAGES) & 1)
-        meta0, meta1 = _load_meta(m_smem.index(s), TM, KS, LQ, L)
-        meta0 += zero
-        meta1 += zero
-        w_off = zero + W_BASE + s * (BLOCK_M * BK)
-        x_off = zero + X_BASE + s * (BK * BLOCK_N * 2)
-        acc = _mma_step(acc, meta0, meta1, w_off, x_off, BLOCK_N, KS, 64 * BK, DT, WAIT)
-        # Each warpgroup's wait retired its MMAs of step i - 1 (all of them with WAIT = 0); after the
-        # barrier no warpgroup reads that step's stage, which the next load refills.
-        gl.thread_barrier()
-        nxt = i + STAGES - 1
-        _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars.index(nxt % STAGES), nxt % STAGES,
-               nxt * SPLIT_K + pid_k, pid_m, pid_n, nxt < steps, KS)
-    acc = _wait_all(acc, BLOCK_N)
+    q = zero + 1
+    a0 = zero
+    a1 = zero
+    b0 = zero
+    b1 = zero
+    for i in range(0, steps, 2):  # steps i (words a) and i + 1 (words b): see _step_asm
+        acc, q, a0, a1 = _step(acc, q, b0, b1, i, steps, w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars,
+                               pid_k, pid_m, pid_n, zero, KS, SPLIT_K, STAGES, X_BASE, W_BASE, WAIT, LQ, L)
+        b0 = a0
+        b1 = a1
+        if i + 1 < steps:
+            acc, q, b0, b1 = _step(acc, q, a0, a1, i + 1, steps, w_desc, x_desc, m_desc, w_smem, x_smem, m_smem,
+                                   bars, pid_k, pid_m, pid_n, zero, KS, SPLIT_K, STAGES, X_BASE, W_BASE, WAIT, LQ, L)
+    acc, q = _retire(acc, b0, b1, BLOCK_N)
+    acc = gl.where(q != 0, acc, 0.0)  # q is never 0: the last words stay live until their MMAs retire
     # The epilogue's layout conversion may reuse the stages' shared memory: every warpgroup's MMAs
     # must have retired first (without this barrier, configs of 2-4 warpgroups read corrupt tiles).
     gl.thread_barrier()
@@ -320,7 +355,7 @@ def main() -> int:
                     break
                 label = ":".join(map(str, cfg))
                 row["wgmma_tma"][label] = checked_time_us(functools.partial(run, p.w, p.x, meta, *cfg), p.ref,
-                                                          f"{p.m}x{p.k} n={p.n} {label}", checks=2)
+                                                          f"{p.m}x{p.k} n={p.n} {label}", checks=3)
             best, _, _ = best_checked(row["wgmma_tma"])
             if best != "-":  # ablation: the same config waiting for each step's own MMAs
                 cfg = [int(v) for v in best.split(":")]
