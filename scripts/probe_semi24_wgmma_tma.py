@@ -131,12 +131,19 @@ def _mma_step(acc, q, meta0, meta1, prev0, prev1, w_off, x_off, BLOCK_N: gl.cons
                                      dtype=(gl.float32, gl.int32), is_pure=False, pack=P)
 
 
+@gluon.constexpr_function
+def _retire_asm(P):
+    """Wait for every MMA; the token (every register of it: the caller selects on all) from the last
+    step's words."""
+    tokens = " ".join(f"mov.b32 ${P + i}, t;" for i in range(P))
+    return f"{{ .reg .b32 t; wgmma.wait_group.sync.aligned 0; or.b32 t, ${3 * P}, ${4 * P}; or.b32 t, t, 1; {tokens} }}"
+
+
 @gluon.jit
 def _retire(acc, prev0, prev1, BLOCK_N: gl.constexpr):
     """Wait for every MMA, then read the last step's metadata words (the token)."""
     P: gl.constexpr = BLOCK_N // 2
-    asm: gl.constexpr = (f"{{ .reg .b32 t; wgmma.wait_group.sync.aligned 0; or.b32 t, ${3 * P}, ${4 * P}; "
-                         f"or.b32 ${P}, t, 1; }}")
+    asm: gl.constexpr = _retire_asm(P)
     return gl.inline_asm_elementwise(asm, _constraints(P, 2), [acc, prev0, prev1], dtype=(gl.float32, gl.int32),
                                      is_pure=False, pack=P)
 
@@ -243,6 +250,7 @@ def _semi24_wgmma_tma_kernel(w_desc, x_desc, m_desc, y_ptr, bias_ptr, partial_pt
                                    bars, pid_k, pid_m, pid_n, zero, KS, SPLIT_K, STAGES, X_BASE, W_BASE, WAIT, LQ, L)
     acc, q = _retire(acc, b0, b1, BLOCK_N)
     acc = gl.where(q != 0, acc, 0.0)  # q is never 0: the last words stay live until their MMAs retire
+    # (a step's token is set in the first register of each pack only, which is all the next step reads)
     # The epilogue's layout conversion may reuse the stages' shared memory: every warpgroup's MMAs
     # must have retired first (without this barrier, configs of 2-4 warpgroups read corrupt tiles).
     gl.thread_barrier()
