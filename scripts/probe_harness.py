@@ -109,6 +109,21 @@ def semi24_gate_problems(shapes, seed: int):
         yield f"{m}x{k} n={n} {dtype}", stuning.Semi24Matrix.from_dense(dense), x, bias, dense.double() @ x.double()
 
 
+def semi24_gate_failure(what: str, ref: torch.Tensor, bias: torch.Tensor, plain, biased) -> str | None:
+    """One config of a 2:4 probe's gate: ``plain()`` must return W X (not run when None) and
+    ``biased(bias=, out=)`` write W X + bias into a transposed Y. The failure in one line, or None."""
+    try:
+        if plain is not None:
+            check_close(plain(), ref, what)
+        m, n = ref.shape
+        yt = torch.empty(n, m, dtype=bias.dtype, device=bias.device)
+        biased(bias=bias, out=yt.t())
+        check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
+    except Exception as e:  # noqa: BLE001 - the gate lists every failure
+        return f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"
+    return None
+
+
 def semi24_problems(shapes, ns, device: str):
     """One ``Semi24ProbeProblem`` per ((M, K), N), inputs from one generator seeded 0 (the same
     inputs run after run)."""

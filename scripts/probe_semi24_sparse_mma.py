@@ -19,9 +19,9 @@ import time
 import torch
 from probe_harness import (
     best_checked,
-    check_close,
     checked_time_us,
     semi24_baseline_row,
+    semi24_gate_failure,
     semi24_gate_problems,
     semi24_problems,
     write_results,
@@ -64,19 +64,12 @@ def gate() -> list[str]:
     """Odd problems, every tile, both dtypes: the failures (none: the kernel is right)."""
     failures = []
     for label, w, x, bias, ref in semi24_gate_problems(((200, 1000, 48), (64, 64, 16), (333, 4096, 128)), 1):
-        m, n, dtype = w.shape[0], x.shape[1], x.dtype
         for (bm, warps), bn, split in itertools.product(GATE_TILES, (16, 32), (1, 3)):
             stages = 2 + split % 2
-            what = f"{label} {bm}x{bn}:{split}:{warps}:{stages}"
-            try:
-                if bm == 64:
-                    check_close(run(w, x, bm, bn, split, warps, stages), ref, what)
-                yt = torch.empty(n, m, dtype=dtype, device="cuda")
-                run(w, x, bm, bn, split, warps, stages, bias=bias, out=yt.t())
-                check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
-            except Exception as e:  # noqa: BLE001 - the gate lists every failure
-                failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
-    return failures
+            call = functools.partial(run, w, x, bm, bn, split, warps, stages)
+            failures.append(semi24_gate_failure(f"{label} {bm}x{bn}:{split}:{warps}:{stages}", ref, bias,
+                                                call if bm == 64 else None, call))
+    return [f for f in failures if f]
 
 
 def main() -> int:

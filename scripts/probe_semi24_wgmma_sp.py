@@ -32,10 +32,10 @@ import torch
 import triton
 from probe_harness import (
     best_checked,
-    check_close,
     checked_time_us,
     probe_time_us,
     semi24_baseline_row,
+    semi24_gate_failure,
     semi24_gate_problems,
     semi24_problems,
     write_results,
@@ -228,19 +228,13 @@ def gate() -> list[str]:
     """Odd problems, both dtypes, split-K, bias and Y^T: the failures (none: the kernel is right)."""
     failures = []
     for label, w, x, bias, ref in semi24_gate_problems(((64, 64, 64), (200, 1000, 144), (128, 4096, 128)), 3):
-        m, n, dtype = w.shape[0], x.shape[1], x.dtype
         for bn, split, warps, ws in itertools.product((64, 128), (1, 3), (4, 8), (0, 1)):
             if ws and 2 * bn <= 16 * warps:
                 continue
-            what = f"{label} bn={bn} split={split} warps={warps} staged={ws}"
-            try:
-                check_close(run(w, x, bn, split, warps, 3, ws), ref, what)
-                yt = torch.empty(n, m, dtype=dtype, device="cuda")
-                run(w, x, bn, split, warps, 2, ws, bias=bias, out=yt.t())
-                check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
-            except Exception as e:  # noqa: BLE001 - the gate lists every failure
-                failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
-    return failures
+            failures.append(semi24_gate_failure(f"{label} bn={bn} split={split} warps={warps} staged={ws}", ref, bias,
+                                                functools.partial(run, w, x, bn, split, warps, 3, ws),
+                                                functools.partial(run, w, x, bn, split, warps, 2, ws)))
+    return [f for f in failures if f]
 
 
 def main() -> int:

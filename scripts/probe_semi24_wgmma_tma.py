@@ -36,10 +36,10 @@ import torch
 import triton
 from probe_harness import (
     best_checked,
-    check_close,
     checked_time_us,
     probe_time_us,
     semi24_baseline_row,
+    semi24_gate_failure,
     semi24_gate_problems,
     semi24_problems,
     write_results,
@@ -330,19 +330,12 @@ def gate() -> list[str]:
     """Odd problems, both dtypes, split-K, bias and Y^T: the failures (none: the kernel is right)."""
     failures = []
     for label, w, x, bias, ref in semi24_gate_problems(((64, 64, 64), (200, 1008, 144), (320, 4096, 128)), 5):
-        m, n, dtype = w.shape[0], x.shape[1], x.dtype
-        meta = {ks: wgmma_metadata(w.masks, m, w.shape[1], ks) for ks in (1, 2)}
+        meta = {ks: wgmma_metadata(w.masks, w.shape[0], w.shape[1], ks) for ks in (1, 2)}
         for bn, ks, split, warps in itertools.product((64, 128), (1, 2), (1, 3), (4, 8, 16)):
-            wait = 1
-            what = f"{label} bn={bn} ks={ks} split={split} warps={warps} wait={wait}"
-            try:
-                check_close(run(w, x, meta, bn, ks, split, warps, 3, wait), ref, what)
-                yt = torch.empty(n, m, dtype=dtype, device="cuda")
-                run(w, x, meta, bn, ks, split, warps, 2, wait, bias=bias, out=yt.t())
-                check_close(yt.t(), ref + bias.double()[:, None], what + " bias, Y^T")
-            except Exception as e:  # noqa: BLE001 - the gate lists every failure
-                failures.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
-    return failures
+            cfg = (w, x, meta, bn, ks, split, warps)
+            failures.append(semi24_gate_failure(f"{label} bn={bn} ks={ks} split={split} warps={warps}", ref, bias,
+                                                functools.partial(run, *cfg, 3), functools.partial(run, *cfg, 2)))
+    return [f for f in failures if f]
 
 
 def main() -> int:
