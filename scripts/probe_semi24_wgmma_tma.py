@@ -17,10 +17,14 @@ global memory one step ahead, and each step waited for its own MMAs: ~1250 cycle
   registers are kept from ptxas until its MMAs have retired (without it, configs of 2-4 warpgroups
   gave 1-17% errors now and then).
 - Every warpgroup multiplies 64 rows (``BLOCK_M = 16 num_warps``); the descriptors are built in the
-  asm from ``global_smem`` and the stage's byte offset in the kernel's one data buffer (checked
-  against the compiled kernel's shared memory: the data buffer must come first).
+  asm from ``global_smem`` and the buffers' offsets where Triton places them (``buffer_offsets``:
+  largest first; checked in the PTX of compiled configs, and any error would show in every check).
+
+On the H200 its best configs ran 1.27-1.37x cuBLAS at N = 128 and 1.25-1.31x at N = 1024-2048 on
+the Llama-7B shapes (BENCHMARKS.md 7v).
 
     python3 scripts/probe_semi24_wgmma_tma.py      # gate vs float64, then timings; $OUT/semi24_wgmma_tma_probe.json
+    PROBE_NS=128,2048 PROBE_KS=2 PROBE_SPLITS=1,2 PROBE_SECONDS=360 ...   # N's, KS's, splits, seconds for timings
 """
 
 from __future__ import annotations
