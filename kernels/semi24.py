@@ -18,15 +18,15 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
-from stuning.kernels import semi24_hopper, semi24_sparse_mma
+from stuning.kernels import semi24_hopper, semi24_sparse_mma, semi24_wgmma_sp
 from stuning.kernels.split_k import add_split, split_k_workspace
 from stuning.kernels.spmm import check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-KERNELS = ("triton", "hopper", "sparse_mma")
-GLUON_KERNELS = {"hopper": semi24_hopper, "sparse_mma": semi24_sparse_mma}
-_KERNEL_NAMES = {"hopper": "Hopper", "sparse_mma": "sparse-MMA"}
+KERNELS = ("triton", "hopper", "sparse_mma", "wgmma_sp")
+GLUON_KERNELS = {"hopper": semi24_hopper, "sparse_mma": semi24_sparse_mma, "wgmma_sp": semi24_wgmma_sp}
+_KERNEL_NAMES = {"hopper": "Hopper", "sparse_mma": "sparse-MMA", "wgmma_sp": "sparse warpgroup-MMA"}
 GROUPS_PER_MASK_WORD = 8  # the layout of stuning.formats.Semi24Matrix
 
 
@@ -195,9 +195,11 @@ class Semi24Config:
     split_k: int = 1  # >1: K split across programs that add into an fp32 buffer
     num_warps: int = 4
     num_stages: int = 3
-    # "triton" (this file), "hopper" (semi24_hopper.py: W rebuilt in the MMA's registers) or
-    # "sparse_mma" (semi24_sparse_mma.py: the sparse tensor cores). Both Gluon kernels run on sm_90
-    # only and ignore group_m; where one cannot run, the Triton kernel runs a config of it (repair).
+    # "triton" (this file), "hopper" (semi24_hopper.py: W rebuilt in the MMA's registers),
+    # "sparse_mma" (semi24_sparse_mma.py: the sparse tensor cores, warp by warp) or "wgmma_sp"
+    # (semi24_wgmma_sp.py: the sparse warpgroup MMA fed by TMA; block_m = 16 num_warps). The Gluon
+    # kernels run on sm_90 only and ignore group_m; where one cannot run, the Triton kernel runs a
+    # config of it (repair).
     kernel: str = "triton"
 
     def __post_init__(self):
@@ -229,7 +231,8 @@ def semi24_mm(
 ) -> torch.Tensor:
     """Launch the 2:4 kernel on the arrays of a ``Semi24Matrix`` of logical width ``k``:
     ``out = W @ x (+ bias[:, None])``, ``out`` of any strides (a transposed view writes Y^T).
-    The sparse-MMA kernel also reads the matrix's ``mma_metadata()``."""
+    The sparse-MMA kernel also reads the matrix's ``mma_metadata()``, the sparse warpgroup-MMA kernel
+    its ``wgmma_metadata(config.block_k // 64)`` (both passed as ``mma_metadata``)."""
     if x.dim() != 2:
         raise ValueError(f"semi24_mm: X must be 2-D, got shape {tuple(x.shape)}")
     if values.dtype not in SUPPORTED_DTYPES:
@@ -251,7 +254,7 @@ def semi24_mm(
     if values.stride(0) % 2 or values.data_ptr() % 4:
         # The kernel reads each group's two values as one int32.
         raise ValueError("semi24_mm: the values of W must start and have rows on 4-byte boundaries")
-    if config.kernel != "triton" and not GLUON_KERNELS[config.kernel].takes(x, n):
+    if config.kernel != "triton" and not GLUON_KERNELS[config.kernel].takes(values, x):
         # The Gluon kernel cannot run this X here: the Triton kernel runs the nearest tiles it takes.
         fallback = triton_fallback(config)
         why = why_excluded(fallback, x.element_size(), device_budget())
@@ -270,6 +273,11 @@ def semi24_mm(
     if config.kernel == "sparse_mma":
         semi24_sparse_mma.check_metadata(mma_metadata, m, k, values.device)
         semi24_sparse_mma.launch(values, mma_metadata, x, out, bias, partial, counts, **tile_args)
+        return out
+    if config.kernel == "wgmma_sp":
+        semi24_wgmma_sp.check_metadata(mma_metadata, m, k, values.device)
+        semi24_wgmma_sp.launch(values, mma_metadata, x, out, bias, partial, counts, block_k=config.block_k,
+                               **tile_args)
         return out
     grid = (tiles, split_k)
     _semi24_kernel[grid](
@@ -306,10 +314,20 @@ def semi24_mm(
 
 def triton_fallback(config: Semi24Config) -> Semi24Config:
     """The Triton kernel's config for a Gluon kernel's, where that one cannot run: the same tiles,
-    with the sparse-MMA kernel's 16-row and 1-2-warp tiles and 12-16 splits brought into its space."""
+    brought into its space (the sparse-MMA kernel's 16-row, 1-2-warp tiles and 12-16 splits; the
+    sparse warpgroup-MMA kernel's 16 warps, 256-row tiles and stages past what fits)."""
     if config.kernel == "sparse_mma":
         return dataclasses.replace(config, kernel="triton", block_m=max(32, config.block_m),
                                    num_warps=max(4, config.num_warps), split_k=min(8, config.split_k))
+    if config.kernel == "wgmma_sp":
+        out = dataclasses.replace(config, kernel="triton", block_m=min(128, config.block_m),
+                                  num_warps=min(8, config.num_warps), split_k=min(8, config.split_k),
+                                  num_stages=min(max(_STAGES), config.num_stages))
+        while out.num_stages > min(_STAGES) and shared_memory_bytes(out, 2) > _FALLBACK_SHARED_BYTES:
+            out = dataclasses.replace(out, num_stages=out.num_stages - 1)
+        if shared_memory_bytes(out, 2) > _FALLBACK_SHARED_BYTES:
+            out = dataclasses.replace(out, block_k=64)
+        return out
     return dataclasses.replace(config, kernel="triton")
 
 
@@ -336,11 +354,16 @@ _WARPS = (4, 8)
 _STAGES = (2, 3, 4)
 # N tiles narrower than 64 were 1.8-9x slower wherever a wider one fits (X is re-read per M tile).
 _MIN_WIDE_BLOCK_N = 64
+# What a fallback config may use: the least any sm_80+ GPU gives a program (the A100's 163 KB).
+_FALLBACK_SHARED_BYTES = 163 * 1024
 
 
 def shared_memory_bytes(config: Semi24Config, elem_size: int) -> int:
     """Pipelined tiles in shared memory (value pairs, masks and X, once per stage) and the
     decompressed W tile handed to the dot; the Gluon kernels keep only X's stages there."""
+    if config.kernel == "wgmma_sp":
+        return sum(semi24_wgmma_sp.buffer_bytes(config.block_n, config.block_k, config.num_warps,
+                                                config.num_stages).values())
     if config.kernel != "triton":
         return config.num_stages * config.block_k * config.block_n * elem_size
     per_stage = (
@@ -393,6 +416,9 @@ def config_space(problem: Semi24Problem, budget: DeviceBudget | None = None) -> 
     sparse_splits = semi24_sparse_mma.SPLIT_KS if problem.n <= 256 else (1,)
     for bm, bn, sk, warps, stages in semi24_sparse_mma.tiles(sparse_splits, problem.k, problem.n, elem, budget):
         out.append(Semi24Config(bm, bn, semi24_sparse_mma.BLOCK_K, 1, sk, warps, stages, kernel="sparse_mma"))
+    wgmma_splits = semi24_wgmma_sp.SPLIT_KS if problem.n <= 256 else (1,)
+    for bm, bn, bk, sk, warps, stages in semi24_wgmma_sp.tiles(wgmma_splits, problem.k, problem.n, elem, budget):
+        out.append(Semi24Config(bm, bn, bk, 1, sk, warps, stages, kernel="wgmma_sp"))
     return out
 
 
@@ -417,13 +443,18 @@ def repair(config: Semi24Config, problem: Semi24Problem) -> Semi24Config:
     block_m = min(config.block_m, max(16, triton.next_power_of_2(problem.m)))
     block_n = min(config.block_n, max(16, triton.next_power_of_2(problem.n)))
     block_k = min(config.block_k, max(64, triton.next_power_of_2(problem.k)))
+    if config.kernel == "wgmma_sp":
+        # Its tiles are tied to its warps and TMA pads any problem: only N tiles past N shrink.
+        block_m, block_k = config.block_m, config.block_k
+        block_n = min(config.block_n, max(semi24_wgmma_sp.BLOCK_NS[0], triton.next_power_of_2(problem.n)))
     split_k = config.split_k
     while split_k > 1 and split_k * block_k > problem.k:
         split_k //= 2
     out = Semi24Config(block_m, block_n, block_k, config.group_m, split_k, config.num_warps, config.num_stages,
                        config.kernel)
     elem = problem.dtype.itemsize
-    if out.kernel != "triton" and (problem.n % 16 or why_excluded(out, elem, device_budget()) is not None):
+    if out.kernel != "triton" and (not GLUON_KERNELS[out.kernel].takes_shape(problem.n, problem.k)
+                                   or why_excluded(out, elem, device_budget()) is not None):
         # Where a Gluon kernel cannot take the problem, the Triton kernel runs its tiles.
         out = triton_fallback(out)
     why = why_excluded(out, elem, device_budget())

@@ -53,12 +53,17 @@ def available() -> bool:
     return gluon is not None and triton.__version__.startswith(GLUON_TRITON)
 
 
-def takes(x: torch.Tensor, n: int) -> bool:
-    """Whether the kernel runs this X: on an sm_90 GPU (not the interpreter), copied in 16-byte
-    pieces (N contiguous, rows and start 16-byte aligned, N a multiple of 16). Otherwise the Triton
-    kernel runs the same tiles."""
-    return (available() and not interpreting() and is_sm90(x.device)
-            and x.stride(1) == 1 and x.stride(0) % 16 == 0 and x.data_ptr() % 16 == 0 and n % 16 == 0)
+def takes_shape(n: int, k: int) -> bool:
+    """Whether X's shape lets the kernel copy it in 16-byte pieces (N a multiple of 16)."""
+    return n % 16 == 0
+
+
+def takes(values: torch.Tensor, x: torch.Tensor) -> bool:
+    """Whether the kernel runs this X (W: ``semi24_mm``'s checks do): on an sm_90 GPU (not the
+    interpreter), copied in 16-byte pieces (N contiguous, rows and start 16-byte aligned, N a multiple
+    of 16). Otherwise the Triton kernel runs the same tiles."""
+    return (available() and not interpreting() and is_sm90(x.device) and x.stride(1) == 1
+            and x.stride(0) % 16 == 0 and x.data_ptr() % 16 == 0 and takes_shape(*x.shape[::-1]))
 
 
 def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, elem_size: int,
@@ -80,7 +85,7 @@ def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_s
 def tiles(block_ns, split_ks, k: int, n: int, elem_size: int, budget: DeviceBudget):
     """(block_m, block_n, split_k, num_warps, num_stages) of the space at N ``n`` (none above
     ``MAX_N``): the N tiles and split counts the Triton kernel's space allows there."""
-    if n % 16 or n > MAX_N:
+    if not takes_shape(n, k) or n > MAX_N:
         return
     for (bm, warps), bn, sk, stages in itertools.product(TILES, block_ns, split_ks, STAGES):
         if (sk == 1 or sk * BLOCK_K <= k) and why_excluded(bm, bn, BLOCK_K, warps, stages, elem_size, budget) is None:

@@ -69,6 +69,7 @@ def available() -> bool:
 # It reads X as the Hopper kernel does: on an sm_90 GPU (not the interpreter), in 16-byte pieces (N
 # contiguous, rows and start 16-byte aligned, N a multiple of 16).
 takes = semi24_hopper.takes
+takes_shape = semi24_hopper.takes_shape
 
 
 def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, elem_size: int,
@@ -88,7 +89,7 @@ def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_s
 def tiles(split_ks, k: int, n: int, elem_size: int, budget: DeviceBudget):
     """(block_m, block_n, split_k, num_warps, num_stages) of the space at N ``n`` (none above
     ``MAX_N`` or where the kernel cannot read X in 16-byte pieces)."""
-    if n % 16 or n > MAX_N:
+    if not takes_shape(n, k) or n > MAX_N:
         return
     for (bm, warps), bn, sk, stages in itertools.product(TILES, (16, 32), split_ks, STAGES):
         if bn > max(16, n) or (sk > 1 and sk * BLOCK_K > k):

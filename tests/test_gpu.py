@@ -340,20 +340,33 @@ SPARSE_MMA_CONFIGS = [semi24_kernel.Semi24Config(bm, bn, 64, 1, split, warps, st
                                                            (128, 32, 8, 8, 2), (128, 16, 6, 4, 3))]
 
 
-@pytest.mark.parametrize("config", HOPPER_CONFIGS + SPARSE_MMA_CONFIGS, ids=config_id)
+# (block_m, block_n, block_k, split_k, num_warps, num_stages): both step widths and N tiles, 1-4
+# warpgroups, uneven splits, the deepest pipelines that fit.
+WGMMA_SP_CONFIGS = [semi24_kernel.Semi24Config(bm, bn, bk, 1, split, warps, stages, kernel="wgmma_sp")
+                    for bm, bn, bk, split, warps, stages in ((64, 64, 64, 1, 4, 3), (128, 128, 128, 3, 8, 4),
+                                                             (256, 64, 128, 2, 16, 3), (64, 128, 64, 8, 4, 8),
+                                                             (128, 64, 64, 6, 8, 6), (256, 128, 128, 1, 16, 3))]
+# TMA reads rows in 16-byte pieces (K % 16, N % 8): ragged M and K steps, N under, across and past
+# the tiles (a 16-column X in a 64-column tile: TMA fills the rest with zeros).
+WGMMA_SP_SHAPES = ((4096, 4096, 16), (100, 208, 24), (192, 4096, 48), (11008, 640, 16), (200, 1008, 144),
+                   (320, 4096, 128))
+
+
+@pytest.mark.parametrize("config", HOPPER_CONFIGS + SPARSE_MMA_CONFIGS + WGMMA_SP_CONFIGS, ids=config_id)
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL_24)
 def test_semi24_gluon_kernels(device_gen, dtype, tol, config):
-    """The two Gluon 2:4 kernels (Hopper rebuild, sparse MMA): ragged shapes, splits, bias, Y^T."""
+    """The Gluon 2:4 kernels (Hopper rebuild, sparse MMA, sparse warpgroup MMA): ragged shapes,
+    splits, bias, Y^T."""
     from stuning.kernels.split_k import split_k_workspace
 
     kernel = semi24_kernel.GLUON_KERNELS[config.kernel]
     if torch.cuda.get_device_capability() != (9, 0) or not kernel.available():
         pytest.skip(f"the {config.kernel} 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
-    for m, k, n in HOPPER_SHAPES:
+    for m, k, n in WGMMA_SP_SHAPES if config.kernel == "wgmma_sp" else HOPPER_SHAPES:
         dense = random_24(m, k, dtype, device_gen)
         w = Semi24Matrix.from_dense(dense, pad=True)
         x = randn(k, n, dtype=dtype, gen=device_gen)
-        assert kernel.takes(x, n)
+        assert kernel.takes(w.values, x)
         bias = randn(m, dtype=dtype, gen=device_gen)
         ref = semi24_ref(dense, x)
         assert_close(stuning.semi24_mm(w, x, config=config), ref, tol, f"{m}x{k}x{n} {config}")
@@ -364,17 +377,17 @@ def test_semi24_gluon_kernels(device_gen, dtype, tol, config):
         assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
 
 
-def test_semi24_sparse_mma_launcher_needs_the_metadata(device_gen):
-    from stuning.kernels import semi24_sparse_mma
-
-    if torch.cuda.get_device_capability() != (9, 0) or not semi24_sparse_mma.available():
-        pytest.skip("the sparse-MMA 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
+@pytest.mark.parametrize("config", [SPARSE_MMA_CONFIGS[0], WGMMA_SP_CONFIGS[0]], ids=config_id)
+def test_semi24_sparse_mma_launchers_need_the_metadata(device_gen, config):
+    kernel = semi24_kernel.GLUON_KERNELS[config.kernel]
+    if torch.cuda.get_device_capability() != (9, 0) or not kernel.available():
+        pytest.skip(f"the {config.kernel} 2:4 kernel needs an sm_90 GPU and Triton's Gluon")
     w = Semi24Matrix.from_dense(random_24(64, 128, torch.float16, device_gen))
     x = randn(128, 16, dtype=torch.float16, gen=device_gen)
-    config = SPARSE_MMA_CONFIGS[0]
-    with pytest.raises(ValueError, match="needs the matrix's mma_metadata"):
+    name = "mma_metadata" if config.kernel == "sparse_mma" else "wgmma_metadata"
+    with pytest.raises(ValueError, match=f"needs the matrix's {name}"):
         semi24_kernel.semi24_mm(w.values, w.masks, x, k=128, config=config)
-    with pytest.raises(ValueError, match="mma_metadata must be a contiguous int32"):
+    with pytest.raises(ValueError, match=f"{name} must be a contiguous int32"):
         semi24_kernel.semi24_mm(w.values, w.masks, x, k=128, config=config, mma_metadata=w.masks)
 
 

@@ -93,7 +93,7 @@ def test_hopper_config_elsewhere_runs_the_triton_kernel_on_its_tiles(gen, device
     x = randn(K, 16, dtype=torch.float16, gen=gen)
     cfg = Semi24Config(64, 16, 64, 1, 2, 4, 2, kernel="hopper")
     if device == "cpu":
-        assert not semi24_hopper.takes(x, 16)
+        assert not semi24_hopper.takes(dense, x)
     assert_close(run(dense, x, cfg, device), semi24_ref(dense, x), TOL[torch.float16], config_id(cfg))
     # Tuned for a neighbour at N = 16, asked for at N = 24 (not 16-byte pieces): the Triton kernel.
     repaired = semi24_kernel.repair(cfg, Semi24Problem(M, K, 24, torch.float16))

@@ -110,7 +110,7 @@ def test_a_config_elsewhere_runs_the_triton_kernel(gen, device, config):
     dense = random_24(m, k, torch.float16, gen)
     x = randn(k, 16, dtype=torch.float16, gen=gen)
     if device == "cpu":
-        assert not semi24_sparse_mma.takes(x, 16)
+        assert not semi24_sparse_mma.takes(dense, x)
     w = Semi24Matrix.from_dense(dense.to(device))
     y = stuning.semi24_mm(w, x.to(device), config=config)
     assert_close(y, semi24_ref(dense, x), TOL[torch.float16], config_id(config))
@@ -130,7 +130,7 @@ def test_the_launcher_hands_a_gluon_kernel_its_tiles_and_arrays(gen, monkeypatch
     every sparse-MMA trial failed and no tune chose that kernel)."""
     module = semi24_kernel.GLUON_KERNELS[kernel]
     calls = []
-    monkeypatch.setattr(module, "takes", lambda x, n: True)
+    monkeypatch.setattr(module, "takes", lambda values, x: True)
     monkeypatch.setattr(module, "launch", lambda *args, **kw: calls.append((args, kw)))
     config = Semi24Config(64, 16, 64, 1, 8, 4, 3, kernel=kernel)
     if caller == "op":

@@ -130,12 +130,20 @@ class Semi24Matrix(StoredValues):
         """The masks as the sparse tensor-core MMA reads them (``sparse_mma_metadata``), built on first
         use and kept while the masks stay the same tensor, unmodified (in-place changes are seen
         through the tensor's version counter, which inference-mode tensors do not keep)."""
+        return self._derived("mma_metadata", lambda: sparse_mma_metadata(self.masks, *self.shape))
+
+    def wgmma_metadata(self, ks: int) -> torch.Tensor:
+        """The masks as the sparse warpgroup MMA kernel reads them for steps of 64 ``ks`` columns
+        (``wgmma_metadata``), built and kept as ``mma_metadata`` is."""
+        return self._derived(f"wgmma_metadata{ks}", lambda: wgmma_metadata(self.masks, *self.shape, ks))
+
+    def _derived(self, name: str, build):
         version = None if self.masks.is_inference() else self.masks._version
         key = (self.masks.data_ptr(), version, self.masks.shape)
-        held = self.cache.get("mma_metadata")
+        held = self.cache.get(name)
         if held is None or held[0] != key:
-            held = (key, sparse_mma_metadata(self.masks, self.shape[0], self.shape[1]))
-            self.cache["mma_metadata"] = held
+            held = (key, build())
+            self.cache[name] = held
         return held[1]
 
     def __repr__(self) -> str:
@@ -160,18 +168,50 @@ def sparse_mma_metadata(masks: torch.Tensor, m: int, k: int) -> torch.Tensor:
     out of order: group 4 u + i of MMA kk is the step's group 4 i + 2 kk + u.
     """
     tiles, steps = -(-m // MMA_TILE_ROWS), -(-k // MMA_STEP_COLS)
+    nib = _mma_nibbles(masks, m, k, tiles * MMA_TILE_ROWS, steps * MMA_STEP_COLS // 4)
+    nib = nib.reshape(tiles, 2, 8, steps, 4, 2, 2)  # [t, h, g, s, i, kk, u]: row 16 t + 8 h + g, group 4 i + 2 kk + u
+    return _lane_words(nib.permute(0, 1, 2, 3, 5, 6, 4)).contiguous()
+
+
+def wgmma_metadata(masks: torch.Tensor, m: int, k: int, ks: int) -> torch.Tensor:
+    """4-bit group masks -> the metadata of ``stuning.kernels.semi24_wgmma_sp``, which feeds the MMAs
+    W's groups in column order: (16 ceil(M/256), 64 ceil(K/128)) int32, row t holding the words of
+    rows 16 t .. 16 t + 15, 32 words per 64-column step.
+
+    The words are ``sparse_mma_metadata``'s (the same lanes: the sparse warpgroup MMA reads them as
+    mma.sp does) but group j of a step's MMA kk is the step's group 8 kk + j. The array is padded to
+    16 tiles (the tallest TMA box) and to an even number of steps with the valid nibble 0x4, so no
+    box reads past it (TMA's zero fill would name no valid pair). With ``ks`` 2 a lane's words of the
+    two steps of a 128-column stage are adjacent, so the lane loads both at once.
+    """
+    if ks not in (1, 2):
+        raise ValueError(f"wgmma_metadata: ks must be 1 or 2 (64-column steps a stage), got {ks}")
+    tiles, steps = 16 * -(-m // 256), 2 * -(-k // 128)
+    nib = _mma_nibbles(masks, m, k, tiles * MMA_TILE_ROWS, steps * MMA_STEP_COLS // 4)
+    word = _lane_words(nib.reshape(tiles, 2, 8, steps, 2, 2, 4))  # [t, h, g, s, kk, u, i]: group 8 kk + 4 u + i
+    if ks == 2:
+        word = word.reshape(tiles, steps // 2, 2, 32).transpose(2, 3)
+    return word.reshape(tiles, steps * 32).contiguous()
+
+
+def _mma_nibbles(masks: torch.Tensor, m: int, k: int, rows: int, groups: int) -> torch.Tensor:
+    """(rows, groups) int64 MMA nibbles of the masks, padded with the valid nibble 0x4."""
     lut = torch.zeros(16, dtype=torch.int64, device=masks.device)
     for mask, nibble in _MMA_NIBBLE.items():
         lut[mask] = nibble
-    groups = (k + 3) // 4
-    nib = torch.full((tiles * MMA_TILE_ROWS, steps * MMA_STEP_COLS // 4), 0x4, dtype=torch.int64, device=masks.device)
-    nib[:m, :groups] = lut[unpack_masks(masks, groups)]
-    nib = nib.reshape(tiles, 2, 8, steps, 4, 2, 2)  # [t, h, g, s, i, kk, u]: row 16 t + 8 h + g, group 4 i + 2 kk + u
-    shifts = (4 * torch.arange(4, device=masks.device)).reshape(4, 1, 1)
-    half = (nib << shifts).sum(4)  # [t, h, g, s, kk, u]: a row's 16 bits
+    nib = torch.full((rows, groups), 0x4, dtype=torch.int64, device=masks.device)
+    stored = (k + 3) // 4
+    nib[:m, :stored] = lut[unpack_masks(masks, stored)]
+    return nib
+
+
+def _lane_words(nib: torch.Tensor) -> torch.Tensor:
+    """[t, h, g, s, kk, u, i] nibbles (row 16 t + 8 h + g; group i of lane u's four for selector kk)
+    -> (t, s, 32) int32 words, lane 4 g + 2 kk + u: row g in nibbles 0-3, row g + 8 in nibbles 4-7."""
+    half = (nib << (4 * torch.arange(4, device=nib.device))).sum(-1)  # [t, h, g, s, kk, u]: a row's 16 bits
     word = half[:, 0] | (half[:, 1] << 16)  # [t, g, s, kk, u]
-    word = word.permute(0, 2, 1, 3, 4).reshape(tiles, steps, 32)  # lane 4 g + 2 kk + u
-    return torch.where(word >= 2**31, word - 2**32, word).to(torch.int32).contiguous()
+    word = word.permute(0, 2, 1, 3, 4).reshape(nib.shape[0], nib.shape[3], 32)
+    return torch.where(word >= 2**31, word - 2**32, word).to(torch.int32)
 
 
 def masks_from_positions(keep_pos: torch.Tensor) -> torch.Tensor:

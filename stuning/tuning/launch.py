@@ -15,7 +15,7 @@ import torch
 
 from stuning.formats import CSRMatrix, ScatterTiles, Semi24Matrix, SlicedELLMatrix
 from stuning.kernels import semi24 as semi24_kernel
-from stuning.kernels import semi24_sparse_mma
+from stuning.kernels import semi24_sparse_mma, semi24_wgmma_sp
 from stuning.kernels import spmm as spmm_kernel
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels import spmm_sell as sell_kernel
@@ -44,9 +44,13 @@ def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *
 
 def launch_semi24(w: Semi24Matrix, x: torch.Tensor, config: semi24_kernel.Semi24Config, *,
                   out: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``W @ X`` (plus ``bias`` per row) with the kernel ``config.kernel`` names. The sparse-MMA
-    kernel reads its metadata registers, built once a matrix and cached on it, only where it runs:
-    elsewhere its config runs the Triton kernel, which reads the masks."""
-    meta = w.mma_metadata() if config.kernel == "sparse_mma" and semi24_sparse_mma.takes(x, x.shape[1]) else None
+    """``W @ X`` (plus ``bias`` per row) with the kernel ``config.kernel`` names. The two sparse-MMA
+    kernels read metadata in their own layouts, built once a matrix and cached on it, only where they
+    run: elsewhere their configs run the Triton kernel, which reads the masks."""
+    meta = None
+    if config.kernel == "sparse_mma" and semi24_sparse_mma.takes(w.values, x):
+        meta = w.mma_metadata()
+    elif config.kernel == "wgmma_sp" and semi24_wgmma_sp.takes(w.values, x):
+        meta = w.wgmma_metadata(config.block_k // 64)
     return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=config, out=out, bias=bias,
                                    mma_metadata=meta)
