@@ -209,6 +209,17 @@ class Semi24Config:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def feature_items(self) -> dict:
+        """The parameters the cost model's fitted effects are named by. The sparse warpgroup-MMA
+        kernel's tiles cost other things than the rebuilding kernels' (effects fitted on those put
+        its best configs of the H200 in the bottom half of the ranking), so its names are its own
+        ('wgmma_sp.block_m'); the others' are their fields (stored fits stay valid)."""
+        d = self.as_dict()
+        if self.kernel != "wgmma_sp":
+            return d
+        kept = ("block_n", "block_k", "split_k", "num_warps", "num_stages")
+        return {"kernel": "wgmma_sp", **{f"wgmma_sp.{k}": d[k] for k in kept}}
+
 
 @dataclass(frozen=True)
 class Semi24Problem:

@@ -169,3 +169,43 @@ def test_the_launcher_hands_the_kernel_its_tiles_and_metadata(gen, monkeypatch, 
     assert args[1] is w.wgmma_metadata(2)
     partial, counts = args[5], args[6]
     assert partial.dtype == torch.float32 and partial.numel() >= 40 * 16 and counts.numel() >= 1
+
+
+# Timed on the H200 at N = 128 (fp16, CUDA-graph replays with L2 flushed):
+# benchmarks/h200-semi24-wgmma-tma/library-vs-probe-n128.txt, (M, K) -> {"block_n:KS:split:warps:stages": us}.
+H200_TIMES_N128 = {
+    (4096, 4096): {"64:2:1:4:8": 11.4, "128:2:1:8:4": 18.2, "64:2:2:4:4": 15.7, "64:2:1:4:6": 12.4,
+                   "128:2:1:4:4": 16.0, "64:2:2:4:8": 18.0, "128:2:2:8:4": 19.2, "64:1:1:4:8": 22.0},
+    (11008, 4096): {"64:2:1:4:8": 31.8, "128:2:1:8:4": 25.2, "64:2:2:4:4": 41.9, "64:2:1:4:6": 34.5,
+                    "128:2:1:4:4": 34.2, "64:2:2:4:8": 50.5, "128:2:2:8:4": 39.5, "64:1:1:4:8": 45.3},
+    (4096, 11008): {"64:2:1:4:8": 26.0, "128:2:1:8:4": 43.8, "64:2:2:4:4": 30.7, "64:2:1:4:6": 29.7,
+                    "128:2:1:4:4": 39.6, "64:2:2:4:8": 32.1, "128:2:2:8:4": 35.7, "64:1:1:4:8": 53.6},
+}
+
+
+@pytest.mark.parametrize("shape", list(H200_TIMES_N128))
+def test_the_cost_model_ranks_recorded_h200_timings(monkeypatch, shape):
+    """The unfitted model orders the recorded configs as the H200 did (rank correlation >= 0.5) and
+    puts the fastest among its first tenth of the kernel's configs, where a search starts."""
+    from stuning.tuning.cost_model import CostModel
+    from stuning.tuning.device import spec_for
+    from stuning.tuning.features import semi24_features
+    from stuning.tuning.registry import budget_of, family
+
+    monkeypatch.setattr(semi24_hopper, "available", lambda: True)
+    device = spec_for("h200")
+    features = semi24_features(*shape, 128, torch.float16)
+    ranked = [c for c, _ in CostModel(device).rank(features, family("semi24").space(features, budget_of(device)))
+              if c.kernel == "wgmma_sp"]
+    predicted = dict(CostModel(device).rank(features, ranked))
+    times = H200_TIMES_N128[shape]
+    configs = {}
+    for label in times:
+        bn, ks, split, warps, stages = map(int, label.split(":"))
+        configs[label] = Semi24Config(16 * warps, bn, 64 * ks, 1, split, warps, stages, kernel="wgmma_sp")
+    measured_rank = torch.tensor([sorted(times.values()).index(times[lb]) for lb in times], dtype=torch.float64)
+    preds = [predicted[configs[lb]] for lb in times]
+    model_rank = torch.tensor([sorted(preds).index(p) for p in preds], dtype=torch.float64)
+    assert torch.corrcoef(torch.stack([measured_rank, model_rank]))[0, 1] >= 0.5
+    fastest = configs[min(times, key=times.get)]
+    assert ranked.index(fastest) < len(ranked) / 10
