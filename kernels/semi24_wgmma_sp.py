@@ -67,10 +67,12 @@ def takes_shape(n: int, k: int) -> bool:
 
 def takes(values: torch.Tensor, x: torch.Tensor) -> bool:
     """Whether the kernel runs this W and X: on an sm_90 GPU (not the interpreter), both read by TMA
-    (rows contiguous, starts and row strides 16-byte aligned)."""
+    (rows contiguous, starts and row strides 16-byte aligned). X may be (K x N) with N contiguous or a
+    transposed view of a row-major (N x K) X^T."""
+    x_rows = x if x.stride(1) == 1 else x.t()
     return (available() and not interpreting() and is_sm90(x.device) and takes_shape(*x.shape[::-1])
             and all(t.stride(1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
-                    for t in (values, x)))
+                    for t in (values, x_rows)))
 
 
 def buffer_bytes(block_n: int, block_k: int, num_warps: int, num_stages: int) -> dict[str, int]:
@@ -123,7 +125,7 @@ def tiles(split_ks, k: int, n: int, elem_size: int, budget: DeviceBudget):
 
 if gluon is not None:
     @gluon.constexpr_function
-    def _step_asm(P, BLOCK_N, KS, WG_BYTES, BF16, WAIT):
+    def _step_asm(P, BLOCK_N, KS, WG_BYTES, BF16, WAIT, X_KMAJOR):
         """The PTX of a step: 2 KS k32 MMAs in one group, then a wait leaving ``WAIT`` groups in flight.
         Operands ($): the accumulator 0.. (tied to 2P..) and the token q P (its input 3P) that chains
         the steps; this step's metadata words 4P, 5P; the previous step's 6P, 7P; the stage's W and X
@@ -140,9 +142,12 @@ if gluon is not None:
         # The descriptors' bits other than the address, as Triton's dense wgmma builds them: W
         # (K-major, 64 KS-byte rows) swizzled 64B / 128B with 512 / 1024 bytes between 8-row groups;
         # X (N-major, 128-byte rows) swizzled 128B, 1024 bytes between 8-row groups and a 64-column
-        # block's bytes between blocks.
+        # block's bytes between blocks; X^T (K-major, 128-byte rows of 64 columns, one (BLOCK_N, 64)
+        # tile per 64 columns) as W with KS = 2.
         a_hi = 0x8000002000000000 if KS == 1 else 0x4000004000000000
         x_hi = ((64 * KS * 128 >> 4 if BLOCK_N > 64 else 0) << 16) | (64 << 32) | (1 << 62)
+        if X_KMAJOR:
+            x_hi = 0x4000004000000000
         asm = ("{ .reg .b32 t, sa, sb; .reg .b64 da, db; .reg .pred p; "
                "mov.u32 t, %tid.x; shr.u32 t, t, 7; "
                f"mov.u32 sa, global_smem; mad.lo.u32 sa, t, {WG_BYTES}, sa; add.u32 sa, sa, ${8 * P}; "
@@ -150,10 +155,13 @@ if gluon is not None:
                f"cvt.u64.u32 da, sa; or.b64 da, da, {a_hi}; cvt.u64.u32 db, sb; or.b64 db, db, {x_hi}; "
                f"setp.ne.u32 p, ${3 * P}, 0; wgmma.fence.sync.aligned; ")
         for m in range(2 * KS):
-            if m:  # the next k32: 32 bytes further along W's rows, 32 rows (4096 bytes) down X
-                asm += "add.s64 da, da, 2; add.s64 db, db, 256; "
+            # The next k32: 32 bytes further along W's rows; 32 rows (4096 bytes) down X, or 64 bytes
+            # along X^T's rows and at 64 columns on to the next tile (BLOCK_N 128-byte rows).
+            x_step = (BLOCK_N * 8 - 4 if m % 2 == 0 else 4) if X_KMAJOR else 256
+            if m:
+                asm += f"add.s64 da, da, 2; add.s64 db, db, {x_step}; "
             asm += (f"wgmma.mma_async.sp.sync.aligned.m64n{BLOCK_N}k32.f32.{dt}.{dt} {{{d}}}, da, db, "
-                    f"${(4 + m // 2) * P}, {m % 2}, p, 1, 1, 0, 1; ")
+                    f"${(4 + m // 2) * P}, {m % 2}, p, 1, 1, 0, {0 if X_KMAJOR else 1}; ")
         return (asm + f"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned {WAIT}; "
                 f"or.b32 t, ${6 * P}, ${7 * P}; or.b32 ${P}, t, 1; }}")
 
@@ -172,9 +180,9 @@ if gluon is not None:
 
     @gluon.jit
     def _mma_step(acc, q, meta0, meta1, prev0, prev1, w_off, x_off, BLOCK_N: gl.constexpr, KS: gl.constexpr,
-                  WG_BYTES: gl.constexpr, DT: gl.constexpr, WAIT: gl.constexpr):
+                  WG_BYTES: gl.constexpr, DT: gl.constexpr, WAIT: gl.constexpr, X_KMAJOR: gl.constexpr):
         P: gl.constexpr = BLOCK_N // 2
-        asm: gl.constexpr = _step_asm(P, BLOCK_N, KS, WG_BYTES, gl.bfloat16 == DT, WAIT)
+        asm: gl.constexpr = _step_asm(P, BLOCK_N, KS, WG_BYTES, gl.bfloat16 == DT, WAIT, X_KMAJOR)
         return gl.inline_asm_elementwise(asm, _constraints(P, 7), [acc, q, meta0, meta1, prev0, prev1, w_off, x_off],
                                          dtype=(gl.float32, gl.int32), is_pure=False, pack=P)
 
@@ -186,14 +194,27 @@ if gluon is not None:
         return gl.inline_asm_elementwise(asm, _constraints(P, 2), [acc, prev0, prev1], dtype=(gl.float32, gl.int32),
                                          is_pure=False, pack=P)
 
+    @gluon.constexpr_function
+    def _block_n(x_block_shape, X_KMAJOR):
+        """X's tile is (BLOCK_K, BLOCK_N), X^T's (BLOCK_N, 64)."""
+        return x_block_shape[0] if X_KMAJOR else x_block_shape[1]
+
     @gluon.jit
-    def _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bar, s, kt, pid_m, pid_n, pred, KS: gl.constexpr):
-        """Start the TMA loads of 64 KS-column step ``kt`` into stage ``s``: X's, W's and the metadata's."""
+    def _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bar, s, kt, pid_m, pid_n, pred, KS: gl.constexpr,
+               X_KMAJOR: gl.constexpr):
+        """Start the TMA loads of 64 KS-column step ``kt`` into stage ``s``: X's (or X^T's KS tiles of
+        64 columns), W's and the metadata's."""
         BLOCK_M: gl.constexpr = w_desc.block_shape[0]
-        BLOCK_N: gl.constexpr = x_desc.block_shape[1]
-        mbarrier.expect(bar, x_desc.block_type.nbytes + w_desc.block_type.nbytes + m_desc.block_type.nbytes,
-                        pred=pred)
-        tma.async_copy_global_to_shared(x_desc, [kt * 64 * KS, pid_n * BLOCK_N], bar, x_smem.index(s), pred=pred)
+        BLOCK_N: gl.constexpr = _block_n(x_desc.block_shape, X_KMAJOR)
+        X_TILES: gl.constexpr = KS if X_KMAJOR else 1
+        mbarrier.expect(bar, X_TILES * x_desc.block_type.nbytes + w_desc.block_type.nbytes
+                        + m_desc.block_type.nbytes, pred=pred)
+        if X_KMAJOR:
+            for j in gl.static_range(KS):
+                tma.async_copy_global_to_shared(x_desc, [pid_n * BLOCK_N, (kt * KS + j) * 64], bar,
+                                                x_smem.index(s * KS + j), pred=pred)
+        else:
+            tma.async_copy_global_to_shared(x_desc, [kt * 64 * KS, pid_n * BLOCK_N], bar, x_smem.index(s), pred=pred)
         tma.async_copy_global_to_shared(w_desc, [pid_m * BLOCK_M, kt * 32 * KS], bar, w_smem.index(s), pred=pred)
         tma.async_copy_global_to_shared(m_desc, [pid_m * (BLOCK_M // 16), kt * 32 * KS], bar, m_smem.index(s),
                                         pred=pred)
@@ -215,10 +236,10 @@ if gluon is not None:
     @gluon.jit
     def _step(acc, q, prev0, prev1, i, steps, w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars, pid_k, pid_m,
               pid_n, zero, KS: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, X_BASE: gl.constexpr,
-              W_BASE: gl.constexpr, WAIT: gl.constexpr, LQ: gl.constexpr, L: gl.constexpr):
+              W_BASE: gl.constexpr, WAIT: gl.constexpr, X_KMAJOR: gl.constexpr, LQ: gl.constexpr, L: gl.constexpr):
         """Step i: wait for its stage, issue its MMAs, refill the stage of step i - 1 (retired)."""
         BLOCK_M: gl.constexpr = w_desc.block_shape[0]
-        BLOCK_N: gl.constexpr = x_desc.block_shape[1]
+        BLOCK_N: gl.constexpr = _block_n(x_desc.block_shape, X_KMAJOR)
         BK: gl.constexpr = 64 * KS
         s = i % STAGES
         mbarrier.wait(bars.index(s), (i // STAGES) & 1)
@@ -228,18 +249,18 @@ if gluon is not None:
         w_off = zero + W_BASE + s * (BLOCK_M * BK)
         x_off = zero + X_BASE + s * (BK * BLOCK_N * 2)
         acc, q = _mma_step(acc, q, meta0, meta1, prev0, prev1, w_off, x_off, BLOCK_N, KS, 64 * BK, x_desc.dtype,
-                           WAIT)
+                           WAIT, X_KMAJOR)
         # Each warpgroup's wait retired its MMAs of step i - 1 (all of them with WAIT = 0); after the
         # barrier no warpgroup reads that step's stage, which the next load refills.
         gl.thread_barrier()
         nxt = i + STAGES - 1
         _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars.index(nxt % STAGES), nxt % STAGES,
-               nxt * SPLIT_K + pid_k, pid_m, pid_n, nxt < steps, KS)
+               nxt * SPLIT_K + pid_k, pid_m, pid_n, nxt < steps, KS, X_KMAJOR)
         return acc, q, meta0, meta1
 
     @gluon.jit
     def _semi24_wgmma_sp_kernel(
-        # TMA descriptors: W's values (M, K/2), X (K, N), W's wgmma_metadata
+        # TMA descriptors: W's values (M, K/2), X (K, N) or X^T (N, K) (X_KMAJOR), W's wgmma_metadata
         w_desc,
         x_desc,
         m_desc,
@@ -262,10 +283,11 @@ if gluon is not None:
         W_BASE: gl.constexpr,
         HAS_BIAS: gl.constexpr,
         WAIT: gl.constexpr,
+        X_KMAJOR: gl.constexpr,
         num_warps: gl.constexpr,
     ):
         BLOCK_M: gl.constexpr = 16 * num_warps
-        BLOCK_N: gl.constexpr = x_desc.block_shape[1]
+        BLOCK_N: gl.constexpr = _block_n(x_desc.block_shape, X_KMAJOR)
         TM: gl.constexpr = num_warps
         NB: gl.constexpr = BLOCK_N // 8
         BK: gl.constexpr = 64 * KS
@@ -279,7 +301,10 @@ if gluon is not None:
         pid_n = pid % num_pid_n
         steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
 
-        x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BLOCK_N], x_desc.layout)
+        if X_KMAJOR:  # the same bytes as (BLOCK_N, 64) tiles, KS a stage
+            x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KS, BLOCK_N, 64], x_desc.layout)
+        else:
+            x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BLOCK_N], x_desc.layout)
         w_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BLOCK_M, BK // 2], w_desc.layout)
         m_smem = gl.allocate_shared_memory(gl.int32, [STAGES, TM, 32 * KS], m_desc.layout)
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -287,7 +312,7 @@ if gluon is not None:
             mbarrier.init(bars.index(b), count=1)
         for b in gl.static_range(STAGES - 1):
             _issue(w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars.index(b), b, b * SPLIT_K + pid_k, pid_m,
-                   pid_n, b < steps, KS)
+                   pid_n, b < steps, KS, X_KMAJOR)
 
         acc = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.float32, layout=L)
         zero = gl.zeros((TM, 2, 8, NB, 8), dtype=gl.int32, layout=L)
@@ -298,13 +323,14 @@ if gluon is not None:
         b1 = zero
         for i in range(0, steps, 2):  # steps i (words a) and i + 1 (words b): see _step_asm
             acc, q, a0, a1 = _step(acc, q, b0, b1, i, steps, w_desc, x_desc, m_desc, w_smem, x_smem, m_smem, bars,
-                                   pid_k, pid_m, pid_n, zero, KS, SPLIT_K, STAGES, X_BASE, W_BASE, WAIT, LQ, L)
+                                   pid_k, pid_m, pid_n, zero, KS, SPLIT_K, STAGES, X_BASE, W_BASE, WAIT, X_KMAJOR,
+                                   LQ, L)
             b0 = a0
             b1 = a1
             if i + 1 < steps:
                 acc, q, b0, b1 = _step(acc, q, a0, a1, i + 1, steps, w_desc, x_desc, m_desc, w_smem, x_smem, m_smem,
                                        bars, pid_k, pid_m, pid_n, zero, KS, SPLIT_K, STAGES, X_BASE, W_BASE, WAIT,
-                                       LQ, L)
+                                       X_KMAJOR, LQ, L)
         acc, q = _retire(acc, b0, b1, BLOCK_N)
         acc = gl.where(q != 0, acc, 0.0)  # q is never 0: the last words stay live until their MMAs retire
         # The epilogue's layout conversion may reuse the stages' shared memory: every warpgroup's MMAs
@@ -351,16 +377,20 @@ def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: in
         raise ValueError(f"the sparse warpgroup-MMA kernel's block_m is 16 num_warps, got {block_m} and {num_warps}")
     ks = block_k // 64
     dt = gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16
-    w_box, x_box, m_box = [block_m, 32 * ks], [block_k, block_n], [num_warps, 32 * ks]
+    # X (K x N) with N contiguous, or a transposed view of a row-major X^T (N x K, as a linear layer
+    # holds its input), read as it is.
+    x_kmajor = x.stride(1) != 1
+    x_rows, x_box = (x.t(), [block_n, 64]) if x_kmajor else (x, [block_k, block_n])
+    w_box, m_box = [block_m, 32 * ks], [num_warps, 32 * ks]
     w_desc = TensorDescriptor.from_tensor(values, w_box, gl.NVMMASharedLayout.get_default_for(w_box, dt))
-    x_desc = TensorDescriptor.from_tensor(x, x_box, gl.NVMMASharedLayout.get_default_for(x_box, dt))
+    x_desc = TensorDescriptor.from_tensor(x_rows, x_box, gl.NVMMASharedLayout.get_default_for(x_box, dt))
     m_desc = TensorDescriptor.from_tensor(meta, m_box, gl.NVMMASharedLayout(0, 32, rank=2))
     at = buffer_offsets(block_n, block_k, num_warps, num_stages)
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     compiled = _semi24_wgmma_sp_kernel[(tiles, split_k)](
         w_desc, x_desc, m_desc, out, values if bias is None else bias, partial, counts, m, n, k,
         out.stride(0), out.stride(1), KS=ks, SPLIT_K=split_k, STAGES=num_stages, X_BASE=at["x"], W_BASE=at["w"],
-        HAS_BIAS=bias is not None, WAIT=wait, num_warps=num_warps)
+        HAS_BIAS=bias is not None, WAIT=wait, X_KMAJOR=x_kmajor, num_warps=num_warps)
     if compiled not in _CHECKED:
         needed = sum(buffer_bytes(block_n, block_k, num_warps, num_stages).values())
         if compiled.metadata.shared < needed:

@@ -373,6 +373,12 @@ def test_semi24_gluon_kernels(device_gen, dtype, tol, config):
         out_t = torch.empty((n, m), dtype=dtype, device=x.device)
         y = stuning.semi24_mm(w, x, config=config, out=out_t.t(), bias=bias)
         assert_close(y, ref + bias.double()[:, None], tol, f"{m}x{k}x{n} {config}, bias, Y^T")
+        if config.kernel == "wgmma_sp":
+            # X as a linear layer holds it, (N x K) row-major, read through a transposed view in place.
+            x_view = x.t().contiguous().t()
+            assert x_view.stride(1) != 1 and kernel.takes(w.values, x_view)
+            y = stuning.semi24_mm(w, x_view, config=config, out=out_t.t(), bias=bias)
+            assert_close(y, ref + bias.double()[:, None], tol, f"{m}x{k}x{n} {config}, X^T view, bias, Y^T")
         partial, counts = split_k_workspace(x.device, m * n, 1)
         assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
 

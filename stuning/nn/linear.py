@@ -308,8 +308,11 @@ class SparseLinear(SparseLayer):
             # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
             # (writes_y_transposed tells pretune so: it tunes and checks the kernels this way too.)
             y = torch.empty(xt.shape[1], self.out_features, dtype=x.dtype, device=x.device)
-            # (the view's rows must be X's contiguous ones: what the tuned key says was timed)
-            xt = x2.contiguous().t() if self.reads_x_transposed(xt.shape[1]) else xt.contiguous()
+            # (the view's rows must be X's contiguous ones: what the tuned key says was timed). 2:4
+            # gets the view too: its warpgroup kernel reads X^T by TMA as it is (the copy cost 4-11 us
+            # a Llama-7B layer at 128 tokens, BENCHMARKS.md 7w) and the launcher copies for the others.
+            view = self.reads_x_transposed(xt.shape[1]) or self.sparse_weight.op == "semi24"
+            xt = x2.contiguous().t() if view else xt.contiguous()
             self._multiply(xt, requires_grad, out=y.t(), bias=self.bias)
         else:
             yt = self._multiply(xt, requires_grad)

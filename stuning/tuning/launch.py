@@ -46,11 +46,16 @@ def launch_semi24(w: Semi24Matrix, x: torch.Tensor, config: semi24_kernel.Semi24
                   out: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``W @ X`` (plus ``bias`` per row) with the kernel ``config.kernel`` names. The two sparse-MMA
     kernels read metadata in their own layouts, built once a matrix and cached on it, only where they
-    run: elsewhere their configs run the Triton kernel, which reads the masks."""
+    run: elsewhere their configs run the Triton kernel, which reads the masks. X may be a transposed
+    view of a row-major X^T."""
     meta = None
-    if config.kernel == "sparse_mma" and semi24_sparse_mma.takes(w.values, x):
-        meta = w.mma_metadata()
-    elif config.kernel == "wgmma_sp" and semi24_wgmma_sp.takes(w.values, x):
+    if config.kernel == "wgmma_sp" and semi24_wgmma_sp.takes(w.values, x):
         meta = w.wgmma_metadata(config.block_k // 64)
+    else:
+        # Only the warpgroup kernel reads X^T (a linear layer's input) in place; the others are
+        # tuned and fastest on X with N contiguous.
+        x = x if x.stride(1) == 1 else x.contiguous()
+        if config.kernel == "sparse_mma" and semi24_sparse_mma.takes(w.values, x):
+            meta = w.mma_metadata()
     return semi24_kernel.semi24_mm(w.values, w.masks, x, k=w.shape[1], config=config, out=out, bias=bias,
                                    mma_metadata=meta)
