@@ -153,12 +153,7 @@ if gluon is not None:
         x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // XT, XT], [num_warps, 1], [1, 0])
         xs_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BK, BLOCK_N], DT)
 
-        pid = gl.program_id(0)
-        pid_k = gl.program_id(1)
-        num_pid_n = gl.cdiv(N, BLOCK_N)
-        pid_m = pid // num_pid_n
-        pid_n = pid % num_pid_n
-        steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
+        pid, pid_k, pid_m, pid_n, steps = _program_tile(N, K, BLOCK_N, BK, SPLIT_K)
         n_groups = gl.cdiv(K, 4)
 
         S3: gl.constexpr = gl.SliceLayout(3, L4)
@@ -261,6 +256,15 @@ if gluon is not None:
             k_ok = ((pid_k + kt) * BK + row < K)[:, None]
             async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok & k_ok)
         async_copy.commit_group()
+
+    @gluon.jit
+    def _program_tile(N, K, BLOCK_N: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr):
+        """The program's output tile (pid; its split pid_k, row block pid_m, column block pid_n) and its
+        share of K's steps (every SPLIT_K-th from pid_k): the grid every 2:4 Gluon kernel launches."""
+        pid = gl.program_id(0)
+        pid_k = gl.program_id(1)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
+        return pid, pid_k, pid // num_pid_n, pid % num_pid_n, gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
 
     @gluon.jit
     def _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr, offs_m, offs_n, M, N, stride_ym, stride_yn,

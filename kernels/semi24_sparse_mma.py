@@ -48,7 +48,7 @@ from stuning.kernels.target import DeviceBudget
 
 if gluon is not None:
     # X's cp.async stages and the epilogue are the Hopper 2:4 kernel's, argument for argument.
-    from stuning.kernels.semi24_hopper import _finish_tile, _load_x
+    from stuning.kernels.semi24_hopper import _finish_tile, _load_x, _program_tile
 
 BLOCK_K = 64  # two MMAs of k32 a step: 8 bytes of value pairs a lane and row, one metadata word a lane
 # (BLOCK_M, num_warps): each warp multiplies 16 or 32 rows. Measured on the H200 (7t): at N = 16 the
@@ -173,12 +173,7 @@ if gluon is not None:
         x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // XT, XT], [num_warps, 1], [1, 0])
         xs_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [1, 0])
 
-        pid = gl.program_id(0)
-        pid_k = gl.program_id(1)
-        num_pid_n = gl.cdiv(N, BLOCK_N)
-        pid_m = pid // num_pid_n
-        pid_n = pid % num_pid_n
-        steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
+        pid, pid_k, pid_m, pid_n, steps = _program_tile(N, K, BLOCK_N, BK, SPLIT_K)
         n_groups = gl.cdiv(K, 4)
 
         LQ: gl.constexpr = _lane_layout(TM, num_warps)

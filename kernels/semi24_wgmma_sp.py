@@ -43,7 +43,7 @@ from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 if gluon is not None:
     # The epilogue and the register layouts of a warp's m16 tiles are the other Gluon kernels'.
-    from stuning.kernels.semi24_hopper import _finish_tile
+    from stuning.kernels.semi24_hopper import _finish_tile, _program_tile
     from stuning.kernels.semi24_sparse_mma import _lane_layout, _spread, _tile_layout
 
 BLOCK_NS = (64, 128)
@@ -294,12 +294,7 @@ if gluon is not None:
         L: gl.constexpr = _tile_layout(num_warps)
         LQ: gl.constexpr = _lane_layout(TM, num_warps)
 
-        pid = gl.program_id(0)
-        pid_k = gl.program_id(1)
-        num_pid_n = gl.cdiv(N, BLOCK_N)
-        pid_m = pid // num_pid_n
-        pid_n = pid % num_pid_n
-        steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
+        pid, pid_k, pid_m, pid_n, steps = _program_tile(N, K, BLOCK_N, BK, SPLIT_K)
 
         if X_KMAJOR:  # the same bytes as (BLOCK_N, 64) tiles, KS a stage
             x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KS, BLOCK_N, 64], x_desc.layout)

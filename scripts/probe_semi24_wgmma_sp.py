@@ -40,7 +40,7 @@ from probe_harness import (
     semi24_problems,
     write_results,
 )
-from stuning.kernels.semi24_hopper import _finish_tile, _load_x
+from stuning.kernels.semi24_hopper import _finish_tile, _load_x, _program_tile
 from stuning.kernels.semi24_sparse_mma import _lane_layout, _load_w, _spread, _tile_layout, _w_pointers, _x_pointers
 from stuning.kernels.split_k import split_k_workspace
 from triton.experimental import gluon
@@ -120,12 +120,7 @@ def _semi24_wgmma_sp_kernel(val_ptr, meta_ptr, x_ptr, y_ptr, bias_ptr, partial_p
     x_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // XT, XT], [num_warps, 1], [1, 0])
     xs_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BK, BLOCK_N], DT)
 
-    pid = gl.program_id(0)
-    pid_k = gl.program_id(1)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
-    steps = gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
+    pid, pid_k, pid_m, pid_n, steps = _program_tile(N, K, BLOCK_N, BK, SPLIT_K)
     n_groups = gl.cdiv(K, 4)
 
     LQ: gl.constexpr = _lane_layout(TM, num_warps)
