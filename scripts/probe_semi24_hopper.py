@@ -18,7 +18,9 @@ import time
 
 from probe_harness import best_checked, checked_time_us, semi24_baseline_row, semi24_problems, write_results
 
-SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+from stuning.suite import WEIGHT_SHAPES
+
+SHAPES = WEIGHT_SHAPES["llama7b"]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 

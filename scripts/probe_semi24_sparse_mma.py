@@ -27,7 +27,9 @@ from probe_harness import (
     write_results,
 )
 
-SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+from stuning.suite import WEIGHT_SHAPES
+
+SHAPES = WEIGHT_SHAPES["llama7b"]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "300"))
 GATE_TILES = ((64, 4), (128, 4), (128, 8))  # (block_m, num_warps)

@@ -48,7 +48,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared
 
-SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+from stuning.suite import WEIGHT_SHAPES
+
+SHAPES = WEIGHT_SHAPES["llama7b"]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "240"))
 BLOCK_K = 64

@@ -55,8 +55,9 @@ from stuning.kernels.semi24_wgmma_sp import buffer_bytes
 from stuning.kernels.split_k import split_k_workspace
 
 from stuning.formats.semi24 import wgmma_metadata
+from stuning.suite import WEIGHT_SHAPES
 
-SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]
+SHAPES = WEIGHT_SHAPES["llama7b"]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "128").split(",")]
 SECONDS = float(os.environ.get("PROBE_SECONDS", "240"))
 SMEM_BYTES = 227 * 1024
