@@ -70,6 +70,9 @@ SLOTS = 3
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
 MIN_N = 16
+# Steps ahead that a program loads its tiles' entries (1 or 2): they come from DRAM, cold, and one
+# step (~0.65 us at N = 16) did not cover that latency (ncu: long-scoreboard stalls led).
+ENTRIES_AHEAD = 2
 
 
 def available() -> bool:
@@ -212,7 +215,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk_size(tiles, config.num_warps),
-        X_T=transposed, HAS_BIAS=bias is not None,
+        X_T=transposed, HAS_BIAS=bias is not None, AHEAD=ENTRIES_AHEAD,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -278,7 +281,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, AHEAD: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -316,18 +319,37 @@ if gluon is not None:
         next_start = 4 * gl.load(row_tiles + SPLIT_K, mask=steps > 1, other=0)
         next_end = 4 * gl.load(row_tiles + SPLIT_K + 1, mask=steps > 1, other=0)
         first = _first_entries(ent_ptr, start, end, e_layout, CHUNK)
+        if AHEAD == 2:
+            next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
+            after_start = 4 * gl.load(row_tiles + 2 * SPLIT_K, mask=steps > 2, other=0)
+            after_end = 4 * gl.load(row_tiles + 2 * SPLIT_K + 1, mask=steps > 2, other=0)
         gl.thread_barrier()
         for i in range(steps):
-            later = row_tiles + (i + 2) * SPLIT_K
-            later_start = 4 * gl.load(later, mask=i + 2 < steps, other=0)
-            later_end = 4 * gl.load(later + 1, mask=i + 2 < steps, other=0)
-            next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
-            _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-            first = next_first
-            start = next_start
-            end = next_end
-            next_start = later_start
-            next_end = later_end
+            if AHEAD == 1:
+                later = row_tiles + (i + 2) * SPLIT_K
+                later_start = 4 * gl.load(later, mask=i + 2 < steps, other=0)
+                later_end = 4 * gl.load(later + 1, mask=i + 2 < steps, other=0)
+                ahead = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
+                _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+                first = ahead
+                start = next_start
+                end = next_end
+                next_start = later_start
+                next_end = later_end
+            else:
+                later = row_tiles + (i + 3) * SPLIT_K
+                later_start = 4 * gl.load(later, mask=i + 3 < steps, other=0)
+                later_end = 4 * gl.load(later + 1, mask=i + 3 < steps, other=0)
+                ahead = _first_entries(ent_ptr, after_start, after_end, e_layout, CHUNK)
+                _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+                first = next_first
+                next_first = ahead
+                start = next_start
+                end = next_end
+                next_start = after_start
+                next_end = after_end
+                after_start = later_start
+                after_end = later_end
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
             gl.thread_barrier()

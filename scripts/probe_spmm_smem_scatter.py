@@ -32,6 +32,9 @@ NS = [int(v) for v in os.environ.get("PROBE_NS", "16,64,128,256").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
 M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
+# Steps ahead that the kernel loads entries (``spmm_scatter.ENTRIES_AHEAD``), each timed; a label
+# gains ``@a<ahead>`` when more than one is asked for.
+AHEADS = [int(v) for v in os.environ.get("PROBE_AHEAD", str(spmm_scatter.ENTRIES_AHEAD)).split(",")]
 
 
 def configs(n: int):
@@ -59,14 +62,15 @@ def main() -> int:
     rows = []
     for p in spmm_problems(M, K, NS, SPARSITIES, "cuda", seconds=SECONDS):
         row = {"m": M, "k": K, **spmm_baseline_row(p, False), "scatter": {}}
-        for bm, bk, bn, split_k, stages in configs(p.n):
+        for (bm, bk, bn, split_k, stages), ahead in itertools.product(list(configs(p.n)), AHEADS):
+            spmm_scatter.ENTRIES_AHEAD = ahead
             cfg = SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split_k)
-            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}"
+            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}" + (f"@a{ahead}" if len(AHEADS) > 1 else "")
             run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
             row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    write_results(rows, "spmm_smem_scatter_probe.json")
+        write_results(rows, "spmm_smem_scatter_probe.json")  # each row: a call cut short keeps the rest
     print(f"{'N':>4} {'zeros':>5} {'cuBLAS':>7} {'pick':>7} {'scatter':>7} {'config':>16} {'vs cuBLAS':>9} "
           f"{'pick vs':>7} failed")
     for r in rows:
