@@ -24,8 +24,8 @@ Per step i of a program (one band of BLOCK_M rows, K tiles pid_k, pid_k + SPLIT_
     zero this warpgroup's rows of slot (i - 1) % SLOTS; start X's load for a later step
 
 A warpgroup's wait covers only its own MMA, so it zeroes only the rows its MMA read, and X's stage
-of step i - 1 is known free to every warpgroup only a step later (``LAG``). Entries load a step
-ahead and tile bounds two, so the scatter does not wait on two dependent loads.
+of step i - 1 is known free to every warpgroup only a step later (``LAG``). Entries load two steps
+ahead and tile bounds three, so the scatter does not wait on two dependent loads.
 
 Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR kernel runs.
 """
@@ -70,9 +70,6 @@ SLOTS = 3
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
 MIN_N = 16
-# Steps ahead that a program loads its tiles' entries (1 or 2): they come from DRAM, cold, and one
-# step (~0.65 us at N = 16) did not cover that latency (ncu: long-scoreboard stalls led).
-ENTRIES_AHEAD = 2
 
 
 def available() -> bool:
@@ -215,7 +212,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk_size(tiles, config.num_warps),
-        X_T=transposed, HAS_BIAS=bias is not None, AHEAD=ENTRIES_AHEAD,
+        X_T=transposed, HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -256,7 +253,7 @@ if gluon is not None:
     @gluon.jit
     def _scatter(first, ent_ptr, start, end, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
         """Store a tile's entries [start, end) into its slot: ``first`` holds the first CHUNK,
-        loaded a step ahead; any more load here."""
+        loaded two steps ahead; any more load here."""
         _store_entries(first, start + gl.arange(0, CHUNK, layout=e_layout) < end, slot_byte)
         for e0 in range(start + CHUNK, end, CHUNK):
             idx = e0 + gl.arange(0, CHUNK, layout=e_layout)
@@ -281,7 +278,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, AHEAD: gl.constexpr, num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -319,37 +316,26 @@ if gluon is not None:
         next_start = 4 * gl.load(row_tiles + SPLIT_K, mask=steps > 1, other=0)
         next_end = 4 * gl.load(row_tiles + SPLIT_K + 1, mask=steps > 1, other=0)
         first = _first_entries(ent_ptr, start, end, e_layout, CHUNK)
-        if AHEAD == 2:
-            next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
-            after_start = 4 * gl.load(row_tiles + 2 * SPLIT_K, mask=steps > 2, other=0)
-            after_end = 4 * gl.load(row_tiles + 2 * SPLIT_K + 1, mask=steps > 2, other=0)
+        # Entries load two steps ahead, bounds three: from cold DRAM, one step did not cover the
+        # latency (BENCHMARKS.md 7x: 0.90-0.94x the time with two).
+        next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
+        after_start = 4 * gl.load(row_tiles + 2 * SPLIT_K, mask=steps > 2, other=0)
+        after_end = 4 * gl.load(row_tiles + 2 * SPLIT_K + 1, mask=steps > 2, other=0)
         gl.thread_barrier()
         for i in range(steps):
-            if AHEAD == 1:
-                later = row_tiles + (i + 2) * SPLIT_K
-                later_start = 4 * gl.load(later, mask=i + 2 < steps, other=0)
-                later_end = 4 * gl.load(later + 1, mask=i + 2 < steps, other=0)
-                ahead = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
-                _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-                first = ahead
-                start = next_start
-                end = next_end
-                next_start = later_start
-                next_end = later_end
-            else:
-                later = row_tiles + (i + 3) * SPLIT_K
-                later_start = 4 * gl.load(later, mask=i + 3 < steps, other=0)
-                later_end = 4 * gl.load(later + 1, mask=i + 3 < steps, other=0)
-                ahead = _first_entries(ent_ptr, after_start, after_end, e_layout, CHUNK)
-                _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-                first = next_first
-                next_first = ahead
-                start = next_start
-                end = next_end
-                next_start = after_start
-                next_end = after_end
-                after_start = later_start
-                after_end = later_end
+            later = row_tiles + (i + 3) * SPLIT_K
+            later_start = 4 * gl.load(later, mask=i + 3 < steps, other=0)
+            later_end = 4 * gl.load(later + 1, mask=i + 3 < steps, other=0)
+            ahead = _first_entries(ent_ptr, after_start, after_end, e_layout, CHUNK)
+            _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+            first = next_first
+            next_first = ahead
+            start = next_start
+            end = next_end
+            next_start = after_start
+            next_end = after_end
+            after_start = later_start
+            after_end = later_end
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
             gl.thread_barrier()

@@ -32,9 +32,6 @@ NS = [int(v) for v in os.environ.get("PROBE_NS", "16,64,128,256").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
 M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
-# Steps ahead that the kernel loads entries (``spmm_scatter.ENTRIES_AHEAD``), each timed; a label
-# gains ``@a<ahead>`` when more than one is asked for.
-AHEADS = [int(v) for v in os.environ.get("PROBE_AHEAD", str(spmm_scatter.ENTRIES_AHEAD)).split(",")]
 
 
 def configs(n: int):
@@ -62,10 +59,9 @@ def main() -> int:
     rows = []
     for p in spmm_problems(M, K, NS, SPARSITIES, "cuda", seconds=SECONDS):
         row = {"m": M, "k": K, **spmm_baseline_row(p, False), "scatter": {}}
-        for (bm, bk, bn, split_k, stages), ahead in itertools.product(list(configs(p.n)), AHEADS):
-            spmm_scatter.ENTRIES_AHEAD = ahead
+        for bm, bk, bn, split_k, stages in configs(p.n):
             cfg = SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split_k)
-            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}" + (f"@a{ahead}" if len(AHEADS) > 1 else "")
+            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}"
             run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
             row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
         rows.append(row)
