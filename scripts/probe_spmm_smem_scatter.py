@@ -35,33 +35,37 @@ SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 
 
 def configs(n: int):
-    """``PROBE_CONFIGS`` (BMxBKxBN:SPLIT:STAGES, comma-separated), else a grid wider than the
-    library's space (256-row tiles too), for the splits in ``PROBE_SPLITS``."""
+    """``PROBE_CONFIGS`` (BMxBKxBN:SPLIT:STAGES[:WARPS], comma-separated; a warpgroup per 64 rows
+    unless WARPS says), else a grid wider than the library's space (256-row tiles too, and 128-row
+    tiles on one warpgroup), for the splits in ``PROBE_SPLITS``: (bm, bk, bn, split, stages, warps)."""
     wanted = os.environ.get("PROBE_CONFIGS")
     if wanted:
         for text in wanted.split(","):
-            tiles, split_k, stages = text.split(":")
+            tiles, split_k, stages, *warps = text.split(":")
             bm, bk, bn = (int(v) for v in tiles.split("x"))
-            yield bm, bk, min(bn, max(16, triton.next_power_of_2(n))), int(split_k), int(stages)
+            yield (bm, bk, min(bn, max(16, triton.next_power_of_2(n))), int(split_k), int(stages),
+                   int(warps[0]) if warps else 4 * bm // 64)
         return
     splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8").split(",")]
     for bm, bk, bn, split_k, stages in itertools.product((64, 128, 256), (64, 128), spmm_scatter.block_ns(n),
                                                          splits, (2, 3, 4)):
-        if (bm > 64 and stages == 2) or (bm == 64 and stages == 4):
-            continue  # more than one warpgroup: X's stages lag two steps, so two stages would not prefetch
-        _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(bm, bk, bn, stages)
-        if a_bytes + x_bytes > 200 * 1024:
-            continue
-        yield bm, bk, bn, split_k, stages
+        for warps in {4 * bm // 64, 4} if bm == 128 and bn <= 128 else {4 * bm // 64}:
+            # More than one warpgroup: X's stages lag two steps, so two stages would not prefetch.
+            if (warps > 4 and stages == 2) or (warps == 4 and stages == 4):
+                continue
+            _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(bm, bk, bn, stages)
+            if a_bytes + x_bytes > 227 * 1024:
+                continue
+            yield bm, bk, bn, split_k, stages, warps
 
 
 def main() -> int:
     rows = []
     for p in spmm_problems(M, K, NS, SPARSITIES, "cuda", seconds=SECONDS):
         row = {"m": M, "k": K, **spmm_baseline_row(p, False), "scatter": {}}
-        for bm, bk, bn, split_k, stages in configs(p.n):
-            cfg = SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split_k)
-            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}"
+        for bm, bk, bn, split_k, stages, warps in configs(p.n):
+            cfg = SpMMConfig(bm, bk, bn, 1, False, warps, stages, "scatter", split_k=split_k)
+            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}"
             run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
             row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
         rows.append(row)
