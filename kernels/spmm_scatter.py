@@ -70,8 +70,6 @@ SLOTS = 3
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
 MIN_N = 16
-# Whether each band of rows starts its walk over K at its own tile (the kernel's ROTATE).
-ROTATE_K = True
 
 
 def available() -> bool:
@@ -214,7 +212,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk_size(tiles, config.num_warps),
-        X_T=transposed, HAS_BIAS=bias is not None, ROTATE=ROTATE_K,
+        X_T=transposed, HAS_BIAS=bias is not None,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -263,20 +261,13 @@ if gluon is not None:
             _store_entries(gl.load(ent_ptr + idx, mask=ok, other=0), ok, slot_byte)
 
     @gluon.jit
-    def _load_x(x_desc, bars, x_smem, step, shift, pid_k, pid_n, steps, SPLIT_K: gl.constexpr, BK: gl.constexpr,
+    def _load_x(x_desc, bars, x_smem, step, pid_k, pid_n, steps, SPLIT_K: gl.constexpr, BK: gl.constexpr,
                 BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr):
         stage = step % STAGES
-        k0 = (pid_k + ((step + shift) % steps) * SPLIT_K) * BK
+        k0 = (pid_k + step * SPLIT_K) * BK
         mbarrier.expect(bars.index(stage), BK * BN * 2, pred=step < steps)
         coord = [pid_n * BN, k0] if X_T else [k0, pid_n * BN]
         tma.async_copy_global_to_shared(x_desc, coord, bars.index(stage), x_smem.index(stage), pred=step < steps)
-
-    @gluon.jit
-    def _tile_bounds(row_tiles, step, shift, steps, SPLIT_K: gl.constexpr):
-        """Where the entries of a program's step ``step`` start and end (0, 0 past its last step)."""
-        at = row_tiles + ((step + shift) % steps) * SPLIT_K
-        ok = step < steps
-        return 4 * gl.load(at, mask=ok, other=0), 4 * gl.load(at + 1, mask=ok, other=0)
 
     @gluon.jit
     def _spmm_scatter_kernel(
@@ -287,7 +278,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, ROTATE: gl.constexpr, num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -315,27 +306,26 @@ if gluon is not None:
         for s in gl.static_range(STAGES):
             mbarrier.init(bars.index(s), count=1)
         steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
-        # Each band starts its walk over K at its own tile: were every band to read X's same tile at
-        # once, those reads would queue on the few L2 slices that hold it (BENCHMARKS.md 7x).
-        if ROTATE:
-            shift = pid_m % steps
-        else:
-            shift = pid_m * 0
         for s in gl.static_range(STAGES - LAG):
-            _load_x(x_desc, bars, x_smem, s, shift, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+            _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
 
         row_tiles = tile_ptr + pid_m * K_TILES + pid_k
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
-        start, end = _tile_bounds(row_tiles, 0, shift, steps, SPLIT_K)
-        next_start, next_end = _tile_bounds(row_tiles, 1, shift, steps, SPLIT_K)
+        start = 4 * gl.load(row_tiles)
+        end = 4 * gl.load(row_tiles + 1)
+        next_start = 4 * gl.load(row_tiles + SPLIT_K, mask=steps > 1, other=0)
+        next_end = 4 * gl.load(row_tiles + SPLIT_K + 1, mask=steps > 1, other=0)
         first = _first_entries(ent_ptr, start, end, e_layout, CHUNK)
         # Entries load two steps ahead, bounds three: from cold DRAM, one step did not cover the
         # latency (BENCHMARKS.md 7x: 0.90-0.94x the time with two).
         next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
-        after_start, after_end = _tile_bounds(row_tiles, 2, shift, steps, SPLIT_K)
+        after_start = 4 * gl.load(row_tiles + 2 * SPLIT_K, mask=steps > 2, other=0)
+        after_end = 4 * gl.load(row_tiles + 2 * SPLIT_K + 1, mask=steps > 2, other=0)
         gl.thread_barrier()
         for i in range(steps):
-            later_start, later_end = _tile_bounds(row_tiles, i + 3, shift, steps, SPLIT_K)
+            later = row_tiles + (i + 3) * SPLIT_K
+            later_start = 4 * gl.load(later, mask=i + 3 < steps, other=0)
+            later_end = 4 * gl.load(later + 1, mask=i + 3 < steps, other=0)
             ahead = _first_entries(ent_ptr, after_start, after_end, e_layout, CHUNK)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             first = next_first
@@ -355,7 +345,7 @@ if gluon is not None:
             acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
             a_smem.index((i + SLOTS - 1) % SLOTS).store(zeros)
-            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, shift, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))

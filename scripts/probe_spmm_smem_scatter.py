@@ -32,9 +32,6 @@ NS = [int(v) for v in os.environ.get("PROBE_NS", "16,64,128,256").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
 M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
-# Whether bands start their walk over K at their own tile (``spmm_scatter.ROTATE_K``), each timed; a
-# label gains ``@r0`` / ``@r1`` when both are asked for.
-ROTATIONS = [bool(int(v)) for v in os.environ.get("PROBE_ROTATE", str(int(spmm_scatter.ROTATE_K))).split(",")]
 
 
 def configs(n: int):
@@ -66,10 +63,9 @@ def main() -> int:
     rows = []
     for p in spmm_problems(M, K, NS, SPARSITIES, "cuda", seconds=SECONDS):
         row = {"m": M, "k": K, **spmm_baseline_row(p, False), "scatter": {}}
-        for (bm, bk, bn, split_k, stages, warps), rotate in itertools.product(list(configs(p.n)), ROTATIONS):
-            spmm_scatter.ROTATE_K = rotate
+        for bm, bk, bn, split_k, stages, warps in configs(p.n):
             cfg = SpMMConfig(bm, bk, bn, 1, False, warps, stages, "scatter", split_k=split_k)
-            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}" + (f"@r{int(rotate)}" if len(ROTATIONS) > 1 else "")
+            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}"
             run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
             row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
         rows.append(row)
