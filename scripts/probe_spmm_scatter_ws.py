@@ -19,6 +19,11 @@ So the scatter of later steps overlaps the MMA of this one, up to SLOTS - 1 step
 epilogue (split-K sums, Y) is the library's ``_finish_tile``. X (K x N, N contiguous) only, no bias.
 
     python3 scripts/probe_spmm_scatter_ws.py     # $OUT/spmm_scatter_ws_probe.json, a table last
+
+Run it under ``timeout`` the first time (``timeout 120 python3 ...``): a wrong mbarrier phase hangs the
+kernel rather than failing it. The phases: a barrier starts with its parity-1 phase complete, so a
+partition's first wait on an "empty" barrier (parity ``((i // SLOTS) & 1) ^ 1``) passes at once, and
+the k-th arrival on a barrier completes its phase k.
     PROBE_NS=128 PROBE_SPARSITIES=0.9 PROBE_CONFIGS=64x128x128:2:3 python3 scripts/probe_spmm_scatter_ws.py
 
 Every config is checked against a float64 reference twice before it is timed (CUDA graphs, L2 flushed),
