@@ -25,6 +25,7 @@ kernel rather than failing it. The phases: a barrier starts with its parity-1 ph
 partition's first wait on an "empty" barrier (parity ``((i // SLOTS) & 1) ^ 1``) passes at once, and
 the k-th arrival on a barrier completes its phase k.
     PROBE_NS=128 PROBE_SPARSITIES=0.9 PROBE_CONFIGS=64x128x128:2:3 python3 scripts/probe_spmm_scatter_ws.py
+    PROBE_SPLITS=1,2,4 python3 scripts/probe_spmm_scatter_ws.py   # the library probe's grid, its 64-row tiles
 
 Every config is checked against a float64 reference twice before it is timed (CUDA graphs, L2 flushed),
 beside the library kernel's same config.
@@ -33,13 +34,13 @@ beside the library kernel's same config.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import os
 
 import torch
 import triton
 from probe_harness import best_checked, checked_time_us, spmm_baseline_row, spmm_problems, write_results
+from probe_spmm_smem_scatter import configs as scatter_configs
 from stuning.kernels import spmm_scatter
 from stuning.kernels.semi24_hopper import _finish_tile
 from stuning.kernels.split_k import split_k_workspace
@@ -213,19 +214,11 @@ def spmm_scatter_ws(a: stuning.CSRMatrix, x: torch.Tensor, cfg: SpMMConfig) -> t
 
 
 def configs(n: int):
-    """``PROBE_CONFIGS`` (64xBKxBN:SPLIT:STAGES, comma-separated), else 64-row tiles over the library's
-    steps, N tiles and splits, with 2-4 stages."""
-    wanted = os.environ.get("PROBE_CONFIGS")
-    if wanted:
-        for text in wanted.split(","):
-            tiles, split_k, stages = text.split(":")
-            bm, bk, bn = (int(v) for v in tiles.split("x"))
-            yield bm, bk, min(bn, max(16, triton.next_power_of_2(n))), int(split_k), int(stages)
-        return
-    for bk, bn, split_k, stages in itertools.product(spmm_scatter.BLOCK_KS, spmm_scatter.block_ns(n), (1, 2, 4),
-                                                     (2, 3, 4)):
-        if SLOTS * 64 * bk != stages * bk * bn and SLOTS * 64 * bk * 2 + stages * bk * bn * 2 <= 220 * 1024:
-            yield 64, bk, bn, split_k, stages
+    """The library probe's configs (``probe_spmm_smem_scatter.configs``: ``PROBE_CONFIGS`` or its grid)
+    that this kernel runs: 64-row tiles on one warpgroup, A's slots and X's stages of different sizes."""
+    for bm, bk, bn, split_k, stages, warps in scatter_configs(n):
+        if bm == 64 and warps == 4 and SLOTS * bm * bk != stages * bk * bn:
+            yield bm, bk, bn, split_k, stages
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ def configs(n: int):
     splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "1,2,4,8").split(",")]
     for bm, bk, bn, split_k, stages in itertools.product((64, 128, 256), (64, 128), spmm_scatter.block_ns(n),
                                                          splits, (2, 3, 4)):
-        for warps in {4 * bm // 64, 4} if bm == 128 and bn <= 128 else {4 * bm // 64}:
+        for warps in (8, 4) if bm == 128 and bn <= 128 else (4 * bm // 64,):
             # More than one warpgroup: X's stages lag two steps, so two stages would not prefetch.
             if (warps > 4 and stages == 2) or (warps == 4 and stages == 4):
                 continue
