@@ -38,27 +38,33 @@ def host_us(fn, calls: int = CALLS) -> float:
     waits for the launch queue to drain and each sample is the host's work alone."""
     for _ in range(3):
         fn()
-    torch.cuda.synchronize()
+    sync()
     samples = []
     for chunk in range(0, calls, 50):
-        torch.cuda._sleep(int(2e8))  # ~0.1 s of GPU time ahead of the calls
+        if torch.cuda.is_available():
+            torch.cuda._sleep(int(2e8))  # ~0.1 s of GPU time ahead of the calls
         for _ in range(min(50, calls - chunk)):
             t0 = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - t0)
-        torch.cuda.synchronize()
+        sync()
     return statistics.median(samples) * 1e6
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def profile(fn, calls: int = CALLS) -> str:
     fn()
-    torch.cuda.synchronize()
+    sync()
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):
         fn()
     prof.disable()
-    torch.cuda.synchronize()
+    sync()
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
     return text.getvalue()
@@ -66,7 +72,10 @@ def profile(fn, calls: int = CALLS) -> str:
 
 def paths() -> dict:
     torch.manual_seed(0)
-    dev, dt, m, k, n = "cuda", torch.float16, 4096, 4096, 128
+    # PROBE_SIZE and a CPU run under TRITON_INTERPRET=1 (PROBE_CALLS=1) check the script offline.
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    dt, n = torch.float16, 128
+    m = k = int(os.environ.get("PROBE_SIZE", "4096"))
     w = magnitude_prune(torch.randn(m, k, device=dev, dtype=dt), 0.9)
     a = CSRMatrix.from_dense(w, pad_to=4)
     x = torch.randn(k, n, device=dev, dtype=dt)
@@ -79,7 +88,7 @@ def paths() -> dict:
     tokens = torch.randn(16, k, device=dev, dtype=dt)
     lin = torch.nn.Linear(k, m, device=dev, dtype=dt)
     sparse_lin = stuning.nn.SparseLinear.from_linear(lin, sparsity=0.9, pad_to=4)
-    semi_lin = stuning.nn.SparseLinear.from_linear(lin, "2:4")
+    semi_lin = stuning.nn.SparseLinear.from_linear(lin, "2:4", sparsity=0.5)
     return {
         "spmm scatter N=128": lambda: stuning.spmm(a, x, config=scatter, out=y),
         "spmm csr N=128": lambda: stuning.spmm(a, x, config=csr, out=y),
@@ -102,7 +111,8 @@ def main() -> None:
     with open(os.path.join(OUT, "host-profile.txt"), "w") as f:
         f.write("\n".join(text))
     with open(os.path.join(OUT, "host_time.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+        json.dump({"torch": torch.__version__, "device": device, "rows": rows}, f, indent=1)
     print(f"\n{'path':34} host us")
     for r in rows:
         print(f"{r['path']:34} {r['host_us']:7.1f}")
