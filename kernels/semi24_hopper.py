@@ -18,6 +18,7 @@ Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere ``semi2
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import torch
@@ -51,6 +52,14 @@ GLUON_TRITON = ("3.6.",)
 def available() -> bool:
     """Whether this Triton runs the kernel: a release with Gluon's Hopper API as used here."""
     return gluon is not None and triton.__version__.startswith(GLUON_TRITON)
+
+
+@functools.cache
+def nvmma_layout(block: tuple[int, ...], dtype: torch.dtype):
+    """The 16-bit ``dtype`` tile ``block``'s layout in shared memory as TMA writes it (the default
+    swizzle), for the Hopper kernels' descriptors: made once per tile and dtype, since Gluon builds
+    layouts slowly enough to show in a launch's host time."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
 
 
 def takes_shape(n: int, k: int) -> bool:

@@ -25,7 +25,9 @@ on; elsewhere the Triton kernel runs a config of it (``semi24.repair``).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import types
 
 import torch
 import triton
@@ -69,10 +71,14 @@ def takes(values: torch.Tensor, x: torch.Tensor) -> bool:
     """Whether the kernel runs this W and X: on an sm_90 GPU (not the interpreter), both read by TMA
     (rows contiguous, starts and row strides 16-byte aligned). X may be (K x N) with N contiguous or a
     transposed view of a row-major (N x K) X^T."""
-    x_rows = x if x.stride(1) == 1 else x.t()
-    return (available() and not interpreting() and is_sm90(x.device) and takes_shape(*x.shape[::-1])
-            and all(t.stride(1) == 1 and t.stride(0) * t.element_size() % 16 == 0 and t.data_ptr() % 16 == 0
-                    for t in (values, x_rows)))
+    if not (available() and not interpreting() and is_sm90(x.device)):
+        return False
+    k, n = x.shape
+    x_step, x_inner = x.stride() if x.stride(1) == 1 else x.stride()[::-1]
+    w_step, w_inner = values.stride()
+    # (one expression, no generator: this runs twice a launch and a launch's host time is the cost)
+    return (takes_shape(n, k) and x_inner == 1 and w_inner == 1 and (x_step * x.element_size()) % 16 == 0
+            and (w_step * values.element_size()) % 16 == 0 and x.data_ptr() % 16 == 0 and values.data_ptr() % 16 == 0)
 
 
 def buffer_bytes(block_n: int, block_k: int, num_warps: int, num_stages: int) -> dict[str, int]:
@@ -82,15 +88,21 @@ def buffer_bytes(block_n: int, block_k: int, num_warps: int, num_stages: int) ->
             "meta": num_stages * num_warps * 2 * block_k, "bars": 8 * num_stages}
 
 
-def buffer_offsets(block_n: int, block_k: int, num_warps: int, num_stages: int) -> dict[str, int]:
+@functools.lru_cache(maxsize=256)  # asked at every launch
+def buffer_offsets(block_n: int, block_k: int, num_warps: int, num_stages: int) -> types.MappingProxyType:
     """Where Triton 3.6 places the buffers (all live together): largest first, ties in allocation
     order, each after the last (sizes are multiples of the 1024-byte alignment but the barriers',
-    last). Read from the PTX of compiled configs; a wrong offset fails every check."""
+    last). Read from the PTX of compiled configs; a wrong offset fails every check. Read-only."""
     sizes = buffer_bytes(block_n, block_k, num_warps, num_stages)
     offsets, at = {}, 0
     for name in sorted(sizes, key=lambda b: -sizes[b]):  # sorted() is stable
         offsets[name], at = at, at + sizes[name]
-    return offsets
+    return types.MappingProxyType(offsets)
+
+
+@functools.cache
+def _metadata_layout():
+    return gl.NVMMASharedLayout(0, 32, rank=2)  # 32-bit words, unswizzled
 
 
 def why_excluded(block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, elem_size: int,
@@ -371,15 +383,14 @@ def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: in
     if block_m != 16 * num_warps:
         raise ValueError(f"the sparse warpgroup-MMA kernel's block_m is 16 num_warps, got {block_m} and {num_warps}")
     ks = block_k // 64
-    dt = gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16
     # X (K x N) with N contiguous, or a transposed view of a row-major X^T (N x K, as a linear layer
     # holds its input), read as it is.
     x_kmajor = x.stride(1) != 1
     x_rows, x_box = (x.t(), [block_n, 64]) if x_kmajor else (x, [block_k, block_n])
     w_box, m_box = [block_m, 32 * ks], [num_warps, 32 * ks]
-    w_desc = TensorDescriptor.from_tensor(values, w_box, gl.NVMMASharedLayout.get_default_for(w_box, dt))
-    x_desc = TensorDescriptor.from_tensor(x_rows, x_box, gl.NVMMASharedLayout.get_default_for(x_box, dt))
-    m_desc = TensorDescriptor.from_tensor(meta, m_box, gl.NVMMASharedLayout(0, 32, rank=2))
+    w_desc = TensorDescriptor.from_tensor(values, w_box, semi24_hopper.nvmma_layout(tuple(w_box), x.dtype))
+    x_desc = TensorDescriptor.from_tensor(x_rows, x_box, semi24_hopper.nvmma_layout(tuple(x_box), x.dtype))
+    m_desc = TensorDescriptor.from_tensor(meta, m_box, _metadata_layout())
     at = buffer_offsets(block_n, block_k, num_warps, num_stages)
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     compiled = _semi24_wgmma_sp_kernel[(tiles, split_k)](

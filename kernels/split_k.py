@@ -30,7 +30,12 @@ _HELD: dict[tuple, list[_Workspace]] = {}
 
 def held_key(device: torch.device) -> tuple:
     """Which workspaces a launch on ``device`` from the current stream shares."""
-    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    if device.type != "cuda":
+        return device, 0
+    index = torch.cuda.current_device() if device.index is None else device.index
+    # The raw handle, as Triton's own launcher reads it: ``torch.cuda.current_stream`` builds a
+    # Stream object, a tenth of a decode launch's host time (scripts/probe_host_time.py).
+    return "cuda", index, torch._C._cuda_getCurrentRawStream(index)
 
 
 def split_k_workspace(device: torch.device, elements: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -38,7 +38,7 @@ from dataclasses import replace
 
 import torch
 import triton
-from stuning.kernels.semi24_hopper import GLUON_TRITON
+from stuning.kernels.semi24_hopper import GLUON_TRITON, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.spmm import SpMMConfig, check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, device_budget, interpreting, is_sm90
@@ -88,16 +88,9 @@ def takes(x: torch.Tensor) -> bool:
     kernel runs the product."""
     if not (available() and not interpreting() and x.dtype in DTYPES and is_sm90(x.device)) or x.data_ptr() % 16:
         return False
-    outer = x.stride(1) if x_transposed(x) else x.stride(0)
-    inner = x.stride(0) if x_transposed(x) else x.stride(1)
+    rows, cols = x.stride()
+    inner, outer = (rows, cols) if rows == 1 and cols != 1 else (cols, rows)  # as x_transposed reads it
     return inner == 1 and (outer * x.element_size()) % 16 == 0
-
-
-@functools.cache
-def x_layout(block: tuple[int, int], dtype: torch.dtype):
-    """X's tile layout in shared memory (TMA's 128-byte swizzle); made once per tile and dtype, as
-    Gluon builds layouts slowly enough to show in a launch's host time."""
-    return gl.NVMMASharedLayout.get_default_for(list(block), gl.float16 if dtype == torch.float16 else gl.bfloat16)
 
 
 def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple[int, int, int]:
@@ -171,8 +164,12 @@ def repair(config, problem):
 def chunk_size(tiles, num_warps: int) -> int:
     """Entries a program loads at a time: its tiles' mean list, to a power of two, at least one a
     thread and at most 4096 (a longer list takes several chunks)."""
-    tile_count = max(1, tiles.tile_ptr.numel() - 1)
-    return max(32 * num_warps, min(4096, triton.next_power_of_2(max(1, tiles.padded_entries // tile_count))))
+    return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps)
+
+
+@functools.lru_cache(maxsize=256)  # a launch's host time is a few dozen such calls (probe_host_time.py)
+def _chunk_size(tile_count: int, entries: int, num_warps: int) -> int:
+    return max(32 * num_warps, min(4096, triton.next_power_of_2(max(1, entries // max(1, tile_count)))))
 
 
 def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
@@ -206,7 +203,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     transposed = x_transposed(b)
     block = [bn, bk] if transposed else [bk, bn]
     src = b.t() if transposed else b
-    x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, x_layout(tuple(block), b.dtype))
+    x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, nvmma_layout(tuple(block), b.dtype))
     kernel = _spmm_scatter_kernel[grid](
         tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,

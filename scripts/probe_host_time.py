@@ -51,6 +51,18 @@ def host_us(fn, calls: int = CALLS) -> float:
     return statistics.median(samples) * 1e6
 
 
+def idle_host_us(fn, calls: int = CALLS) -> float:
+    """The same with the GPU idle at each call (synchronized after it, outside the timing)."""
+    samples = []
+    for _ in range(calls):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    sync()
+    return statistics.median(samples) * 1e6
+
+
 def sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -67,6 +79,7 @@ def profile(fn, calls: int = CALLS) -> str:
     sync()
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(25)
     return text.getvalue()
 
 
@@ -105,7 +118,7 @@ def main() -> None:
     rows, text = [], []
     for name, fn in paths().items():
         us = host_us(fn)
-        rows.append({"path": name, "host_us": us})
+        rows.append({"path": name, "host_us": us, "idle_host_us": idle_host_us(fn)})
         text.append(f"==== {name}: {us:.1f} us a call\n{profile(fn)}")
         print(f"{name}: {us:.1f} us", flush=True)
     with open(os.path.join(OUT, "host-profile.txt"), "w") as f:
@@ -113,9 +126,9 @@ def main() -> None:
     with open(os.path.join(OUT, "host_time.json"), "w") as f:
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
         json.dump({"torch": torch.__version__, "device": device, "rows": rows}, f, indent=1)
-    print(f"\n{'path':34} host us")
+    print(f"\n{'path':34} host us (GPU busy, idle)")
     for r in rows:
-        print(f"{r['path']:34} {r['host_us']:7.1f}")
+        print(f"{r['path']:34} {r['host_us']:7.1f} {r['idle_host_us']:7.1f}")
 
 
 if __name__ == "__main__":

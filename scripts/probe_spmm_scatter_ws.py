@@ -42,7 +42,7 @@ import triton
 from probe_harness import best_checked, checked_time_us, spmm_baseline_row, spmm_problems, write_results
 from probe_spmm_smem_scatter import configs as scatter_configs
 from stuning.kernels import spmm_scatter
-from stuning.kernels.semi24_hopper import _finish_tile
+from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.spmm import SpMMConfig
 from stuning.kernels.spmm_scatter import _first_entries, _scatter
@@ -200,7 +200,7 @@ def spmm_scatter_ws(a: stuning.CSRMatrix, x: torch.Tensor, cfg: SpMMConfig) -> t
     a_bytes, x_bytes = SLOTS * bm * bk * 2, cfg.num_stages * bk * bn * 2
     if a_bytes == x_bytes:
         raise ValueError("A's slots and X's stages the same size: Triton's order between them is unknown")
-    x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, bn], spmm_scatter.x_layout((bk, bn), x.dtype))
+    x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, bn], nvmma_layout((bk, bn), x.dtype))
     kernel = _spmm_scatter_ws_kernel[grid](
         tiles.tile_ptr, tiles.entries, x_desc, out, partial, counts, m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=cfg.num_stages, SLOTS=SLOTS,
