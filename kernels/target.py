@@ -13,8 +13,11 @@ from dataclasses import dataclass
 import torch
 
 
+@functools.cache
 def interpreting() -> bool:
-    """True when Triton runs kernels through its interpreter (read at ``@triton.jit`` time)."""
+    """True when Triton runs kernels through its interpreter. Triton reads the variable once, when
+    ``@triton.jit`` runs at import, so this reads it once too: a launch asks several times, and
+    reading the environment showed in its host time (scripts/probe_host_time.py)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
