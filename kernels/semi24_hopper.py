@@ -23,7 +23,7 @@ import itertools
 
 import torch
 import triton
-from stuning.kernels.split_k import add_split
+from stuning.kernels.split_k import add_split, store_split
 from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
@@ -277,14 +277,19 @@ if gluon is not None:
 
     @gluon.jit
     def _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr, offs_m, offs_n, M, N, stride_ym, stride_yn,
-                     SPLIT_K: gl.constexpr, HAS_BIAS: gl.constexpr):
+                     SPLIT_K: gl.constexpr, HAS_BIAS: gl.constexpr, pid_k=0, slice_elems=0,
+                     SLICES: gl.constexpr = False):
         """Write a program's fp32 tile (rows ``offs_m``, columns ``offs_n``) to Y, plus the bias. With
         split-K it is added into the zeroed workspace at ``partial_ptrs`` instead, and the split that
-        finishes the tile last (``count_ptr``, its counter) writes the sum. The Gluon kernels' one
-        epilogue (2:4 Hopper and sparse-MMA, scatter SpMM)."""
+        finishes the tile last (``count_ptr``, its counter) writes the sum; with ``SLICES``, stored into
+        split ``pid_k``'s own slice of it instead (``store_split``). The Gluon kernels' one epilogue
+        (2:4 Hopper and sparse-MMA, scatter SpMM)."""
         ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
         if SPLIT_K > 1:
-            last, acc = add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K)
+            if SLICES:
+                last, acc = store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K)
+            else:
+                last, acc = add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K)
             if last:
                 _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
         else:

@@ -28,26 +28,31 @@ class _Workspace:
 _HELD: dict[tuple, list[_Workspace]] = {}
 
 
-def held_key(device: torch.device) -> tuple:
-    """Which workspaces a launch on ``device`` from the current stream shares."""
+def held_key(device: torch.device, zeroed: bool = True) -> tuple:
+    """Which workspaces a launch on ``device`` from the current stream shares (zeroed ones, for
+    ``add_split``, or not, for ``store_split``: a launch of one kind must not hand the other dirt)."""
     if device.type != "cuda":
-        return device, 0
+        return device, 0, zeroed
     index = torch.cuda.current_device() if device.index is None else device.index
     # The raw handle, as Triton's own launcher reads it: ``torch.cuda.current_stream`` builds a
     # Stream object, a tenth of a decode launch's host time (scripts/probe_host_time.py).
-    return "cuda", index, torch._C._cuda_getCurrentRawStream(index)
+    return "cuda", index, torch._C._cuda_getCurrentRawStream(index), zeroed
 
 
-def split_k_workspace(device: torch.device, elements: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+def split_k_workspace(device: torch.device, elements: int, tiles: int, *,
+                      zeroed: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """A zeroed fp32 buffer of at least ``elements`` and int32 counters for at least ``tiles`` tiles
-    on ``device``, for launches on the current stream. The launch must leave both zero again."""
-    held = _HELD.setdefault(held_key(device), [])
+    on ``device``, for launches on the current stream. The launch must leave both zero again.
+    ``zeroed=False``: the buffer's contents are whatever the last such launch left (``store_split``
+    overwrites what it reads); the counters are still zero."""
+    held = _HELD.setdefault(held_key(device, zeroed), [])
     if not held or held[-1].buffer.numel() < elements or held[-1].counters.numel() < tiles:
         old_elements, old_tiles = (held[-1].buffer.numel(), held[-1].counters.numel()) if held else (0, 0)
         held[:] = [w for w in held if w.captured]
         # Powers of two, so that a run of growing problems allocates a few times, not once per size.
+        make = torch.zeros if zeroed else torch.empty
         held.append(_Workspace(
-            torch.zeros(triton.next_power_of_2(max(elements, old_elements)), dtype=torch.float32, device=device),
+            make(triton.next_power_of_2(max(elements, old_elements)), dtype=torch.float32, device=device),
             torch.zeros(triton.next_power_of_2(max(tiles, old_tiles)), dtype=torch.int32, device=device),
         ))
     workspace = held[-1]
@@ -75,5 +80,26 @@ def add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K: tl.constexpr):
         tl.debug_barrier()
         # Zeros in acc's layout where the compiler keeps it (tl.zeros_like needs one named in Gluon).
         tl.store(partial_ptrs, (acc.to(tl.int32, bitcast=True) & 0).to(tl.float32, bitcast=True), mask=ok)
+        tl.store(count_ptr, 0)
+    return last, acc
+
+
+@triton.jit
+def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: tl.constexpr):
+    """``add_split`` without atomic adds: each split stores its fp32 tile into a slice of its own
+    (``pid_k``, ``slice_elems`` apart), and the split that finishes the tile last adds the other
+    slices to its own tile. The buffer need not be zero (a launch reads only what it wrote), so nothing
+    is zeroed after; the counter is. At decode widths the adds cost ~5 us a launch (4096 x 4096, N = 128,
+    BENCHMARKS.md 7y): a million scalar atomics in L2."""
+    tl.store(partial_ptrs + pid_k * slice_elems, acc, mask=ok)
+    # Every thread's stores before the one release below, as in add_split.
+    tl.debug_barrier()
+    last = tl.atomic_add(count_ptr, 1, sem="acq_rel") == SPLIT_K - 1
+    if last:
+        tl.debug_barrier()
+        for s in tl.static_range(SPLIT_K):
+            if s != pid_k:
+                # L2, not L1: the other splits' stores are not in this SM's L1.
+                acc += tl.load(partial_ptrs + s * slice_elems, mask=ok, other=0.0, cache_modifier=".cg")
         tl.store(count_ptr, 0)
     return last, acc

@@ -70,6 +70,10 @@ SLOTS = 3
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
 MIN_N = 16
+# Split-K tiles meet in slices of their own (``split_k.store_split``) while the workspace stays under
+# this, else by atomic adds into one zeroed buffer (``add_split``): split x M x N fp32 would be 720 MB
+# at 11008 x 2048 in eight splits. The adds cost ~5 us a launch at 4096 x 4096, N = 128 (7y).
+SLICES_MAX_BYTES = 64 << 20
 
 
 def available() -> bool:
@@ -198,7 +202,12 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     k_tiles = triton.cdiv(k, bk)
     split = max(1, min(config.split_k, k_tiles))
     grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
-    partial, counts = split_k_workspace(b.device, m * n, grid[0] * grid[2]) if split > 1 else (out, out)
+    slices = split > 1 and split * m * n * 4 <= SLICES_MAX_BYTES
+    if split > 1:
+        partial, counts = split_k_workspace(b.device, (split if slices else 1) * m * n, grid[0] * grid[2],
+                                            zeroed=not slices)
+    else:
+        partial, counts = out, out
     slots, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
     transposed = x_transposed(b)
     block = [bn, bk] if transposed else [bk, bn]
@@ -209,7 +218,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk_size(tiles, config.num_warps),
-        X_T=transposed, HAS_BIAS=bias is not None,
+        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -275,7 +284,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -349,4 +358,4 @@ if gluon is not None:
         offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
         partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
         _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m, offs_n,
-                     M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS)
+                     M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS, pid_k, M * N, SLICES)  # < 2^31: SLICES_MAX_BYTES

@@ -154,11 +154,17 @@ def _gpu_kernel_or_skip():
 @pytest.mark.parametrize("config", GPU_CONFIGS,
                          ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
-def test_scatter_kernel(device_gen, dtype, tol, config):
+@pytest.mark.parametrize("slices", [True, False], ids=["split-slices", "split-atomics"])
+def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
     from stuning.kernels.split_k import split_k_workspace
 
     _gpu_kernel_or_skip()
+    if not slices:
+        monkeypatch.setattr(spmm_scatter, "SLICES_MAX_BYTES", 0)
     for m, k, n in GPU_SHAPES:
+        if slices:
+            # The slices' buffer is never zeroed: what a launch reads must be what it wrote.
+            split_k_workspace(device_gen.device, 8 * m * n, 64, zeroed=False)[0].fill_(float("nan"))
         cfg = spmm_kernel.repair(config, spmm_kernel.SpMMProblem(m, k, n, 0, dtype))
         dense = random_sparse(m, k, 0.1, dtype, device_gen)
         a = CSRMatrix.from_dense(dense, pad_to=4)
@@ -174,8 +180,8 @@ def test_scatter_kernel(device_gen, dtype, tol, config):
         if spmm_scatter.takes(bt):
             y = stuning.spmm(a, bt, config=cfg, out=out_t.t(), bias=bias)
             assert_close(y, spmm_ref(dense, bt) + bias.double()[:, None], tol, what + ", X^T, Y^T, bias")
-        partial, counts = split_k_workspace(b.device, m * n, 1)
-        assert not partial.any() and not counts.any(), "split-K left its workspace dirty"
+        partial, counts = split_k_workspace(b.device, m * n, 1, zeroed=not slices)
+        assert not counts.any() and (slices or not partial.any()), "split-K left its workspace dirty"
 
 
 @pytest.mark.gpu
