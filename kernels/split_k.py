@@ -98,8 +98,8 @@ def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: t
     if last:
         tl.debug_barrier()
         for s in tl.static_range(SPLIT_K):
-            if s != pid_k:
-                # L2, not L1: the other splits' stores are not in this SM's L1.
-                acc += tl.load(partial_ptrs + s * slice_elems, mask=ok, other=0.0, cache_modifier=".cg")
+            # Masked, not branched: behind `if s != pid_k` the loads ran one round trip after another
+            # (eight splits: +4 us, 7y). L2, not L1: the other splits' stores are not in this SM's L1.
+            acc += tl.load(partial_ptrs + s * slice_elems, mask=ok & (pid_k != s), other=0.0, cache_modifier=".cg")
         tl.store(count_ptr, 0)
     return last, acc
