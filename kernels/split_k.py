@@ -89,8 +89,8 @@ def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: t
     """``add_split`` without atomic adds: each split stores its fp32 tile into a slice of its own
     (``pid_k``, ``slice_elems`` apart), and the split that finishes the tile last adds the other
     slices to its own tile. The buffer need not be zero (a launch reads only what it wrote), so nothing
-    is zeroed after; the counter is. At decode widths the adds cost ~5 us a launch (4096 x 4096, N = 128,
-    BENCHMARKS.md 7y): a million scalar atomics in L2."""
+    is zeroed after; the counter is. Worth it for two splits, where the adds cost ~2 us of a 19 us
+    launch (4096 x 4096, N = 128, BENCHMARKS.md 7y); with eight the last split's reads cost more."""
     tl.store(partial_ptrs + pid_k * slice_elems, acc, mask=ok)
     # Every thread's stores before the one release below, as in add_split.
     tl.debug_barrier()
@@ -98,8 +98,8 @@ def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: t
     if last:
         tl.debug_barrier()
         for s in tl.static_range(SPLIT_K):
-            # Masked, not branched: behind `if s != pid_k` the loads ran one round trip after another
-            # (eight splits: +4 us, 7y). L2, not L1: the other splits' stores are not in this SM's L1.
+            # Masked, not branched (a branch a slice kept each load waiting for the one before).
+            # L2, not L1: the other splits' stores are not in this SM's L1.
             acc += tl.load(partial_ptrs + s * slice_elems, mask=ok & (pid_k != s), other=0.0, cache_modifier=".cg")
         tl.store(count_ptr, 0)
     return last, acc

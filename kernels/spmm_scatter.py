@@ -70,9 +70,12 @@ SLOTS = 3
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
 MIN_N = 16
-# Split-K tiles meet in slices of their own (``split_k.store_split``) while the workspace stays under
-# this, else by atomic adds into one zeroed buffer (``add_split``): split x M x N fp32 would be 720 MB
-# at 11008 x 2048 in eight splits. The adds cost ~5 us a launch at 4096 x 4096, N = 128 (7y).
+# Two splits of a tile meet in slices of their own (``split_k.store_split``), more by atomic adds into
+# one zeroed buffer (``add_split``). On the H200 at N = 128 (BENCHMARKS.md 7y) slices took 4096 x 4096
+# on two splits from 19.2 to 17.4 us, ran four splits as fast as the adds, and eight 1.4-2.1x slower:
+# the last split then reads seven slices alone, where the adds spread the sum over every split.
+SLICES_MAX_SPLIT = 2
+# ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
 
 
@@ -202,7 +205,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     k_tiles = triton.cdiv(k, bk)
     split = max(1, min(config.split_k, k_tiles))
     grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
-    slices = split > 1 and split * m * n * 4 <= SLICES_MAX_BYTES
+    slices = 1 < split <= SLICES_MAX_SPLIT and split * m * n * 4 <= SLICES_MAX_BYTES
     if split > 1:
         partial, counts = split_k_workspace(b.device, (split if slices else 1) * m * n, grid[0] * grid[2],
                                             zeroed=not slices)
