@@ -97,9 +97,10 @@ def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: t
     last = tl.atomic_add(count_ptr, 1, sem="acq_rel") == SPLIT_K - 1
     if last:
         tl.debug_barrier()
-        for s in tl.static_range(SPLIT_K):
-            # Masked, not branched (a branch a slice kept each load waiting for the one before).
+        for s in tl.static_range(1, SPLIT_K):
+            # The other splits' slices, no branch or mask per slice (either cost registers or time).
             # L2, not L1: the other splits' stores are not in this SM's L1.
-            acc += tl.load(partial_ptrs + s * slice_elems, mask=ok & (pid_k != s), other=0.0, cache_modifier=".cg")
+            other = (pid_k + s) % SPLIT_K
+            acc += tl.load(partial_ptrs + other * slice_elems, mask=ok, other=0.0, cache_modifier=".cg")
         tl.store(count_ptr, 0)
     return last, acc
