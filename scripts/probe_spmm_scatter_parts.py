@@ -23,6 +23,7 @@ from probe_harness import check_close, probe_time_us, random_problem, write_resu
 from stuning.kernels import spmm_scatter as lib
 from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
+from stuning.kernels.spmm import SpMMConfig
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -182,7 +183,7 @@ def main() -> int:
             tiles = ScatterTiles.from_csr(a, bm, bk)
             out = torch.empty(M, N, dtype=x.dtype, device="cuda")
             row = {"m": M, "k": K, "n": N, "sparsity": sparsity, "config": text, "cublas_us": dense_us}
-            cfg = stuning.SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split)
+            cfg = SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split)
             library = functools.partial(stuning.spmm, a, x, config=cfg)
             check_close(library(), ref, f"library {text}")
             row["library"] = probe_time_us(library, False)
