@@ -41,20 +41,35 @@ M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 N = int(os.environ.get("PROBE_N", "128"))
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9").split(",")]
 CONFIGS = os.environ.get("PROBE_CONFIGS", "64x128x128:2:3,64x128x128:1:3,64x128x128:4:2")
-# name: (ENTRIES, SCATTER, ZERO, XLOAD, MMA)
+# name: (ENTRIES, SCATTER, ZERO, XLOAD, MMA, AHEAD, HOT): entries loaded AHEAD (2 as in the library, or
+# 4) steps before their scatter; HOT: every step's entries those of the program's first tile.
 PARTS = {
-    "full": (1, 1, 1, 1, 1),
-    "no scatter": (1, 0, 1, 1, 1),
-    "no zeroing": (1, 1, 0, 1, 1),
-    "no scatter, no zeroing": (1, 0, 0, 1, 1),
-    "no X loads": (1, 1, 1, 0, 1),
-    "no MMA": (1, 1, 1, 1, 0),
-    "MMA + X only": (0, 0, 0, 1, 1),
-    "MMA only": (0, 0, 0, 0, 1),
-    "scatter + zeroing only": (1, 1, 1, 0, 0),
-    "X loads only": (0, 0, 0, 1, 0),
-    "empty loop": (0, 0, 0, 0, 0),
+    "full": (1, 1, 1, 1, 1, 2, 0),
+    "no scatter": (1, 0, 1, 1, 1, 2, 0),
+    "no zeroing": (1, 1, 0, 1, 1, 2, 0),
+    "no scatter, no zeroing": (1, 0, 0, 1, 1, 2, 0),
+    "no X loads": (1, 1, 1, 0, 1, 2, 0),
+    "no MMA": (1, 1, 1, 1, 0, 2, 0),
+    "MMA + X only": (0, 0, 0, 1, 1, 2, 0),
+    "MMA only": (0, 0, 0, 0, 1, 2, 0),
+    "scatter + zeroing only": (1, 1, 1, 0, 0, 2, 0),
+    "X loads only": (0, 0, 0, 1, 0, 2, 0),
+    "empty loop": (0, 0, 0, 0, 0, 2, 0),
+    "full, hot entries": (1, 1, 1, 1, 1, 2, 1),
+    "scatter + zeroing, hot": (1, 1, 1, 0, 0, 2, 1),
+    "full, 4 ahead": (1, 1, 1, 1, 1, 4, 0),
+    "scatter + zeroing, 4 ahead": (1, 1, 1, 0, 0, 4, 0),
 }
+if os.environ.get("PROBE_PARTS"):
+    PARTS = {name: PARTS[name] for name in os.environ["PROBE_PARTS"].split(",")}
+
+
+@gluon.jit
+def _bounds(row_tiles, j, steps, SPLIT_K: gl.constexpr, HOT: gl.constexpr):
+    """Entries [start, end) of the program's tile j; with HOT, of its first tile whatever j (so that
+    every step's entries come from L2, not DRAM)."""
+    tile = row_tiles if HOT else row_tiles + j * SPLIT_K
+    return 4 * gl.load(tile, mask=j < steps, other=0), 4 * gl.load(tile + 1, mask=j < steps, other=0)
 
 
 @gluon.jit
@@ -64,6 +79,7 @@ def _parts_kernel(
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
     SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, SLICES: gl.constexpr,
     ENTRIES: gl.constexpr, SCATTER: gl.constexpr, ZERO: gl.constexpr, XLOAD: gl.constexpr, MMA: gl.constexpr,
+    AHEAD: gl.constexpr, HOT: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     DT: gl.constexpr = x_desc.dtype
@@ -94,33 +110,40 @@ def _parts_kernel(
 
     row_tiles = tile_ptr + pid_m * K_TILES + pid_k
     acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
-    start = 4 * gl.load(row_tiles)
-    end = 4 * gl.load(row_tiles + 1)
-    next_start = 4 * gl.load(row_tiles + SPLIT_K, mask=steps > 1, other=0)
-    next_end = 4 * gl.load(row_tiles + SPLIT_K + 1, mask=steps > 1, other=0)
-    first = lib._first_entries(ent_ptr, start, end, e_layout, CHUNK)
-    next_first = lib._first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
-    after_start = 4 * gl.load(row_tiles + 2 * SPLIT_K, mask=steps > 2, other=0)
-    after_end = 4 * gl.load(row_tiles + 2 * SPLIT_K + 1, mask=steps > 2, other=0)
+    s0, e0 = _bounds(row_tiles, 0, steps, SPLIT_K, HOT)
+    s1, e1 = _bounds(row_tiles, 1, steps, SPLIT_K, HOT)
+    s2, e2 = _bounds(row_tiles, 2, steps, SPLIT_K, HOT)
+    q0 = lib._first_entries(ent_ptr, s0, e0, e_layout, CHUNK)
+    q1 = lib._first_entries(ent_ptr, s1, e1, e_layout, CHUNK)
+    if AHEAD == 4:
+        s3, e3 = _bounds(row_tiles, 3, steps, SPLIT_K, HOT)
+        s4, e4 = _bounds(row_tiles, 4, steps, SPLIT_K, HOT)
+        q2 = lib._first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
+        q3 = lib._first_entries(ent_ptr, s3, e3, e_layout, CHUNK)
     gl.thread_barrier()
     for i in range(steps):
         if ENTRIES:
-            later = row_tiles + (i + 3) * SPLIT_K
-            later_start = 4 * gl.load(later, mask=i + 3 < steps, other=0)
-            later_end = 4 * gl.load(later + 1, mask=i + 3 < steps, other=0)
-            ahead = lib._first_entries(ent_ptr, after_start, after_end, e_layout, CHUNK)
+            # Entries load AHEAD steps before their scatter, a tile's bounds one step before that.
+            if AHEAD == 4:
+                s5, e5 = _bounds(row_tiles, i + 5, steps, SPLIT_K, HOT)
+                q4 = lib._first_entries(ent_ptr, s4, e4, e_layout, CHUNK)
+            else:
+                s3, e3 = _bounds(row_tiles, i + 3, steps, SPLIT_K, HOT)
+                q2 = lib._first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
             if SCATTER:
-                lib._scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+                lib._scatter(q0, ent_ptr, s0, e0, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             else:  # the same entries loaded and the stores issued, every one predicated off
-                lib._store_entries(first, first != first, A_OFFSET + (i % SLOTS) * A_BYTES)
-            first = next_first
-            next_first = ahead
-            start = next_start
-            end = next_end
-            next_start = after_start
-            next_end = after_end
-            after_start = later_start
-            after_end = later_end
+                lib._store_entries(q0, q0 != q0, A_OFFSET + (i % SLOTS) * A_BYTES)
+            q0 = q1
+            q1 = q2
+            s0, e0 = s1, e1
+            s1, e1 = s2, e2
+            s2, e2 = s3, e3
+            if AHEAD == 4:
+                q2 = q3
+                q3 = q4
+                s3, e3 = s4, e4
+                s4, e4 = s5, e5
         if XLOAD:
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
         fence_async_shared()
@@ -164,7 +187,8 @@ def launch(tiles: ScatterTiles, b: torch.Tensor, out: torch.Tensor, bn: int, spl
         # With neither X's loads nor the MMA, X's stages are not allocated and A's slots come first.
         A_OFFSET=0 if a_bytes > x_bytes or not (parts[3] or parts[4]) else x_bytes,
         CHUNK=lib.chunk_size(tiles, 4 * bm // 64), SLICES=slices,
-        ENTRIES=parts[0], SCATTER=parts[1], ZERO=parts[2], XLOAD=parts[3], MMA=parts[4], num_warps=4 * bm // 64,
+        ENTRIES=parts[0], SCATTER=parts[1], ZERO=parts[2], XLOAD=parts[3], MMA=parts[4], AHEAD=parts[5], HOT=parts[6],
+        num_warps=4 * bm // 64,
     )
     return out
 
@@ -189,8 +213,8 @@ def main() -> int:
             row["library"] = probe_time_us(library, False)
             for name, parts in PARTS.items():
                 run = functools.partial(launch, tiles, x, out, bn, split, stages, parts)
-                if name == "full":
-                    check_close(run(), ref, f"probe copy {text}")
+                if parts[:5] == (1, 1, 1, 1, 1) and not parts[6]:
+                    check_close(run(), ref, f"probe copy {text}, {name}")
                 row[name] = probe_time_us(run, False)
             rows.append(row)
             print(json.dumps(row), flush=True)
