@@ -8,7 +8,7 @@ MMA) and times each subset, so the part whose removal frees the most time is the
 With a part off the result is wrong, so nothing is checked here except the full kernel, against
 float64; the library's own launch is timed beside it.
 
-    PROBE_CONFIGS=64x128x128:2:3,64x128x128:1:3 PROBE_SPARSITIES=0.9,0.95 python3 scripts/probe_spmm_scatter_parts.py
+    PROBE_PARTS="full;MMA only" PROBE_CONFIGS=64x128x128:2:3,64x128x128:1:3 python3 scripts/probe_spmm_scatter_parts.py
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ PARTS = {
     "scatter + zeroing, 4 ahead": (1, 1, 1, 0, 0, 4, 0),
 }
 if os.environ.get("PROBE_PARTS"):
-    PARTS = {name: PARTS[name] for name in os.environ["PROBE_PARTS"].split(",")}
+    PARTS = {name: PARTS[name] for name in os.environ["PROBE_PARTS"].split(";")}
 
 
 @gluon.jit
