@@ -41,8 +41,9 @@ M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 N = int(os.environ.get("PROBE_N", "128"))
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9").split(",")]
 CONFIGS = os.environ.get("PROBE_CONFIGS", "64x128x128:2:3,64x128x128:1:3,64x128x128:4:2")
-# name: (ENTRIES, SCATTER, ZERO, XLOAD, MMA, AHEAD, HOT): entries loaded AHEAD (2 as in the library, or
-# 4) steps before their scatter; HOT: every step's entries those of the program's first tile.
+# name: (ENTRIES, SCATTER, ZERO, XLOAD, MMA, AHEAD, HOT[, PREFETCH]): entries loaded AHEAD (2 as in the
+# library, or 4) steps before their scatter; HOT: every step's entries those of the program's first
+# tile; PREFETCH: entries asked of L2 that many steps ahead (no register written).
 PARTS = {
     "full": (1, 1, 1, 1, 1, 2, 0),
     "no scatter": (1, 0, 1, 1, 1, 2, 0),
@@ -59,6 +60,10 @@ PARTS = {
     "scatter + zeroing, hot": (1, 1, 1, 0, 0, 2, 1),
     "full, 4 ahead": (1, 1, 1, 1, 1, 4, 0),
     "scatter + zeroing, 4 ahead": (1, 1, 1, 0, 0, 4, 0),
+    "full, L2 prefetch 4": (1, 1, 1, 1, 1, 2, 0, 4),
+    "full, L2 prefetch 8": (1, 1, 1, 1, 1, 2, 0, 8),
+    "scatter + zeroing, L2 prefetch 4": (1, 1, 1, 0, 0, 2, 0, 4),
+    "scatter + zeroing, L2 prefetch 8": (1, 1, 1, 0, 0, 2, 0, 8),
 }
 if os.environ.get("PROBE_PARTS"):
     PARTS = {name: PARTS[name] for name in os.environ["PROBE_PARTS"].split(";")}
@@ -73,13 +78,27 @@ def _bounds(row_tiles, j, steps, SPLIT_K: gl.constexpr, HOT: gl.constexpr):
 
 
 @gluon.jit
+def _prefetch_l2(ent_ptr, start, end, num_warps: gl.constexpr):
+    """Ask L2 for entries [start, end): a 128-byte line a thread (enough for 32 * 32 * num_warps
+    entries), no register written, so nothing waits for it."""
+    line = gl.arange(0, 32 * num_warps, layout=gl.BlockedLayout([1], [32], [num_warps], [0])) * 32
+    gl.inline_asm_elementwise("""{
+        .reg .pred p;
+        setp.ne.s32 p, $2, 0;
+        @p prefetch.global.L2 [$1];
+        mov.u32 $0, 0;
+        }""", "=r,l,r", [ent_ptr + start + line, (start + line < end).to(gl.int32)], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
 def _parts_kernel(
     tile_ptr, ent_ptr, x_desc, y_ptr, bias_ptr, partial_ptr, count_ptr,
     M, N, stride_ym, stride_yn, K_TILES,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
     SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, SLICES: gl.constexpr,
     ENTRIES: gl.constexpr, SCATTER: gl.constexpr, ZERO: gl.constexpr, XLOAD: gl.constexpr, MMA: gl.constexpr,
-    AHEAD: gl.constexpr, HOT: gl.constexpr,
+    AHEAD: gl.constexpr, HOT: gl.constexpr, PREFETCH: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     DT: gl.constexpr = x_desc.dtype
@@ -120,9 +139,15 @@ def _parts_kernel(
         s4, e4 = _bounds(row_tiles, 4, steps, SPLIT_K, HOT)
         q2 = lib._first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
         q3 = lib._first_entries(ent_ptr, s3, e3, e_layout, CHUNK)
+    if PREFETCH > 0:
+        for j in gl.static_range(2, PREFETCH):
+            js, je = _bounds(row_tiles, j, steps, SPLIT_K, HOT)
+            _prefetch_l2(ent_ptr, js, je, num_warps)
     gl.thread_barrier()
     for i in range(steps):
         if ENTRIES:
+            if PREFETCH > 0:
+                ps, pe = _bounds(row_tiles, i + PREFETCH, steps, SPLIT_K, HOT)
             # Entries load AHEAD steps before their scatter, a tile's bounds one step before that.
             if AHEAD == 4:
                 s5, e5 = _bounds(row_tiles, i + 5, steps, SPLIT_K, HOT)
@@ -134,6 +159,8 @@ def _parts_kernel(
                 lib._scatter(q0, ent_ptr, s0, e0, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             else:  # the same entries loaded and the stores issued, every one predicated off
                 lib._store_entries(q0, q0 != q0, A_OFFSET + (i % SLOTS) * A_BYTES)
+            if PREFETCH > 0:
+                _prefetch_l2(ent_ptr, ps, pe, num_warps)
             q0 = q1
             q1 = q2
             s0, e0 = s1, e1
@@ -188,6 +215,7 @@ def launch(tiles: ScatterTiles, b: torch.Tensor, out: torch.Tensor, bn: int, spl
         A_OFFSET=0 if a_bytes > x_bytes or not (parts[3] or parts[4]) else x_bytes,
         CHUNK=lib.chunk_size(tiles, 4 * bm // 64), SLICES=slices,
         ENTRIES=parts[0], SCATTER=parts[1], ZERO=parts[2], XLOAD=parts[3], MMA=parts[4], AHEAD=parts[5], HOT=parts[6],
+        PREFETCH=parts[7] if len(parts) > 7 else 0,
         num_warps=4 * bm // 64,
     )
     return out
