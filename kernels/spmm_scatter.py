@@ -48,6 +48,7 @@ try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
     from stuning.kernels.semi24_hopper import _finish_tile
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared,
         mbarrier,
@@ -64,8 +65,10 @@ BLOCK_MS = (64, 128)  # a warpgroup (4 warps) per 64 rows
 BLOCK_KS = (64, 128)
 SPLIT_KS = (1, 2, 4, 8)
 # With more than one warpgroup X's stages lag two steps (module docstring): two would not prefetch.
-STAGES = {64: (2, 3), 128: (3, 4)}
+STAGES = {64: (2, 3, 4), 128: (3, 4)}
 SLOTS = 3
+# Entries come through a ring in one more A slot, copied RING - 1 steps ahead (``ring_stages``).
+RING_MAX = 4
 # On the H200 (4096 x 4096 fp16, BENCHMARKS.md 7r) the best scatter config ran 1.5-1.7x cuBLAS at
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
@@ -101,11 +104,18 @@ def takes(x: torch.Tensor) -> bool:
 
 
 def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple[int, int, int]:
-    """(A slots, A bytes, X bytes) of a config's shared memory: a fourth slot where the two buffers
-    would be the same size (Triton's order between them would then be unknown)."""
-    a_bytes, x_bytes = SLOTS * block_m * block_k * 2, stages * block_k * block_n * 2
+    """(A slots, A bytes, X bytes) of a config's shared memory. A's buffer holds the slots the MMA
+    reads, one more where two buffers would be the same size (Triton's order between them would then
+    be unknown), then the entries' ring (one slot's bytes)."""
+    a_bytes, x_bytes = (SLOTS + 1) * block_m * block_k * 2, stages * block_k * block_n * 2
     slots = SLOTS + (a_bytes == x_bytes)
-    return slots, slots * block_m * block_k * 2, x_bytes
+    return slots, (slots + 1) * block_m * block_k * 2, x_bytes
+
+
+def ring_stages(block_m: int, block_k: int, chunk: int) -> int:
+    """Stages of the entries' ring: as many CHUNKs as one A slot holds, at most ``RING_MAX``
+    (``chunk_size`` leaves room for two)."""
+    return min(RING_MAX, block_m * block_k * 2 // (4 * chunk))
 
 
 def block_ns(n: int) -> tuple[int, ...]:
@@ -170,13 +180,15 @@ def repair(config, problem):
 
 def chunk_size(tiles, num_warps: int) -> int:
     """Entries a program loads at a time: its tiles' mean list, to a power of two, at least one a
-    thread and at most 4096 (a longer list takes several chunks)."""
-    return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps)
+    thread and at most what lets two stages of the entries' ring fit in one A slot (a longer list
+    takes several chunks, the later ones loaded when scattered)."""
+    return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps, tiles.block_m * tiles.block_k)
 
 
 @functools.lru_cache(maxsize=256)  # a launch's host time is a few dozen such calls (probe_host_time.py)
-def _chunk_size(tile_count: int, entries: int, num_warps: int) -> int:
-    return max(32 * num_warps, min(4096, triton.next_power_of_2(max(1, entries // max(1, tile_count)))))
+def _chunk_size(tile_count: int, entries: int, num_warps: int, tile_elems: int) -> int:
+    mean = triton.next_power_of_2(max(1, entries // max(1, tile_count)))
+    return max(32 * num_warps, min(tile_elems // 4, mean))
 
 
 def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
@@ -216,11 +228,12 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     block = [bn, bk] if transposed else [bk, bn]
     src = b.t() if transposed else b
     x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, nvmma_layout(tuple(block), b.dtype))
+    chunk = chunk_size(tiles, config.num_warps)
     kernel = _spmm_scatter_kernel[grid](
         tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
-        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk_size(tiles, config.num_warps),
+        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
         X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices,
         num_warps=config.num_warps,
     )
@@ -255,14 +268,23 @@ if gluon is not None:
             }""", "=r,r,r,r", [slot_byte + off, e, ok.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
-    def _first_entries(ent_ptr, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+    def _tile_bounds(row_tiles, step, steps, SPLIT_K: gl.constexpr):
+        """Entries [start, end) of the program's tile at ``step`` (empty past its last step)."""
+        tile = row_tiles + step * SPLIT_K
+        return 4 * gl.load(tile, mask=step < steps, other=0), 4 * gl.load(tile + 1, mask=step < steps, other=0)
+
+    @gluon.jit
+    def _fetch_entries(ring, ent_ptr, stage, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+        """Copy a tile's entries [start, end), the first CHUNK, into the ring's ``stage`` (cp.async:
+        nothing waits until they are read) as one commit group; past the tile, zeros."""
         idx = start + gl.arange(0, CHUNK, layout=e_layout)
-        return gl.load(ent_ptr + idx, mask=idx < end, other=0)
+        async_copy.async_copy_global_to_shared(ring.index(stage), ent_ptr + idx, mask=idx < end)
+        async_copy.commit_group()
 
     @gluon.jit
     def _scatter(first, ent_ptr, start, end, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
         """Store a tile's entries [start, end) into its slot: ``first`` holds the first CHUNK,
-        loaded two steps ahead; any more load here."""
+        from the ring; any more load here."""
         _store_entries(first, start + gl.arange(0, CHUNK, layout=e_layout) < end, slot_byte)
         for e0 in range(start + CHUNK, end, CHUNK):
             idx = e0 + gl.arange(0, CHUNK, layout=e_layout)
@@ -286,7 +308,7 @@ if gluon is not None:
         y_ptr, bias_ptr, partial_ptr, count_ptr,
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
-        SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, X_T: gl.constexpr,
+        SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, X_T: gl.constexpr,
         HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
@@ -300,10 +322,14 @@ if gluon is not None:
         a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         LAG: gl.constexpr = 1 if num_warps == 4 else 2
 
+        AHEAD: gl.constexpr = RING - 1
+
         pid_m = gl.program_id(0)
         pid_k = gl.program_id(1)
         pid_n = gl.program_id(2)
-        a_smem = gl.allocate_shared_memory(DT, [SLOTS, BM, BK], a_layout)
+        # A's slots, then the entries' ring in one more slot's bytes (buffer_bytes).
+        a_smem = gl.allocate_shared_memory(DT, [SLOTS + 1, BM, BK], a_layout)
+        ring = a_smem.index(SLOTS)._reinterpret(gl.int32, [RING, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         if X_T:
             x_smem = gl.allocate_shared_memory(DT, [STAGES, BN, BK], x_desc.layout)
         else:
@@ -318,33 +344,23 @@ if gluon is not None:
         for s in gl.static_range(STAGES - LAG):
             _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
 
+        # Each thread copies the entries it later reads itself, so only its own cp.async groups are
+        # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
+        # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring.
         row_tiles = tile_ptr + pid_m * K_TILES + pid_k
+        for s in gl.static_range(AHEAD):
+            start, end = _tile_bounds(row_tiles, s, steps, SPLIT_K)
+            _fetch_entries(ring, ent_ptr, s, start, end, e_layout, CHUNK)
+        fetch_start, fetch_end = _tile_bounds(row_tiles, AHEAD, steps, SPLIT_K)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
-        start = 4 * gl.load(row_tiles)
-        end = 4 * gl.load(row_tiles + 1)
-        next_start = 4 * gl.load(row_tiles + SPLIT_K, mask=steps > 1, other=0)
-        next_end = 4 * gl.load(row_tiles + SPLIT_K + 1, mask=steps > 1, other=0)
-        first = _first_entries(ent_ptr, start, end, e_layout, CHUNK)
-        # Entries load two steps ahead, bounds three: from cold DRAM, one step did not cover the
-        # latency (BENCHMARKS.md 7x: 0.90-0.94x the time with two).
-        next_first = _first_entries(ent_ptr, next_start, next_end, e_layout, CHUNK)
-        after_start = 4 * gl.load(row_tiles + 2 * SPLIT_K, mask=steps > 2, other=0)
-        after_end = 4 * gl.load(row_tiles + 2 * SPLIT_K + 1, mask=steps > 2, other=0)
         gl.thread_barrier()
         for i in range(steps):
-            later = row_tiles + (i + 3) * SPLIT_K
-            later_start = 4 * gl.load(later, mask=i + 3 < steps, other=0)
-            later_end = 4 * gl.load(later + 1, mask=i + 3 < steps, other=0)
-            ahead = _first_entries(ent_ptr, after_start, after_end, e_layout, CHUNK)
+            _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, fetch_start, fetch_end, e_layout, CHUNK)
+            fetch_start, fetch_end = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
+            start, end = _tile_bounds(row_tiles, i, steps, SPLIT_K)  # read AHEAD steps ago: in L1
+            async_copy.wait_group(AHEAD)
+            first = ring.index(i % RING).load(e_layout)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-            first = next_first
-            next_first = ahead
-            start = next_start
-            end = next_end
-            next_start = after_start
-            next_end = after_end
-            after_start = later_start
-            after_end = later_end
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
             gl.thread_barrier()
