@@ -67,8 +67,8 @@ SPLIT_KS = (1, 2, 4, 8)
 # With more than one warpgroup X's stages lag two steps (module docstring): two would not prefetch.
 STAGES = {64: (2, 3, 4), 128: (3, 4)}
 SLOTS = 3
-# Entries come through a ring in one more A slot, copied RING - 1 steps ahead (``ring_stages``).
-RING_MAX = 4
+# Entries come through a ring of RING tiles' entries in one more A slot, copied RING - 1 steps ahead.
+RING = 4
 # On the H200 (4096 x 4096 fp16, BENCHMARKS.md 7r) the best scatter config ran 1.5-1.7x cuBLAS at
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
@@ -111,11 +111,6 @@ def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple
     slots = SLOTS + (a_bytes == x_bytes)
     return slots, (slots + 1) * block_m * block_k * 2, x_bytes
 
-
-def ring_stages(block_m: int, block_k: int, chunk: int) -> int:
-    """Stages of the entries' ring: as many CHUNKs as one A slot holds, at most ``RING_MAX``
-    (``chunk_size`` leaves room for two)."""
-    return min(RING_MAX, block_m * block_k * 2 // (4 * chunk))
 
 
 def block_ns(n: int) -> tuple[int, ...]:
@@ -180,15 +175,15 @@ def repair(config, problem):
 
 def chunk_size(tiles, num_warps: int) -> int:
     """Entries a program loads at a time: its tiles' mean list, to a power of two, at least one a
-    thread and at most what lets two stages of the entries' ring fit in one A slot (a longer list
-    takes several chunks, the later ones loaded when scattered)."""
+    thread and at most what lets the entries' RING stages fit in one A slot (a longer list takes
+    several chunks, the later ones loaded when scattered)."""
     return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps, tiles.block_m * tiles.block_k)
 
 
 @functools.lru_cache(maxsize=256)  # a launch's host time is a few dozen such calls (probe_host_time.py)
 def _chunk_size(tile_count: int, entries: int, num_warps: int, tile_elems: int) -> int:
     mean = triton.next_power_of_2(max(1, entries // max(1, tile_count)))
-    return max(32 * num_warps, min(tile_elems // 4, mean))
+    return max(32 * num_warps, min(tile_elems // (2 * RING), mean))
 
 
 def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
@@ -233,7 +228,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
-        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
+        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=RING,
         X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices,
         num_warps=config.num_warps,
     )
@@ -322,6 +317,7 @@ if gluon is not None:
         a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         LAG: gl.constexpr = 1 if num_warps == 4 else 2
 
+        gl.static_assert(RING == 4, "the loop holds the bounds of four steps")
         AHEAD: gl.constexpr = RING - 1
 
         pid_m = gl.program_id(0)
@@ -351,16 +347,24 @@ if gluon is not None:
         for s in gl.static_range(AHEAD):
             start, end = _tile_bounds(row_tiles, s, steps, SPLIT_K)
             _fetch_entries(ring, ent_ptr, s, start, end, e_layout, CHUNK)
-        fetch_start, fetch_end = _tile_bounds(row_tiles, AHEAD, steps, SPLIT_K)
+        # Bounds of the steps i .. i + 3 (RING = 4), each read a step before its entries are copied.
+        start, end = _tile_bounds(row_tiles, 0, steps, SPLIT_K)
+        start1, end1 = _tile_bounds(row_tiles, 1, steps, SPLIT_K)
+        start2, end2 = _tile_bounds(row_tiles, 2, steps, SPLIT_K)
+        start3, end3 = _tile_bounds(row_tiles, 3, steps, SPLIT_K)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         gl.thread_barrier()
         for i in range(steps):
-            _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, fetch_start, fetch_end, e_layout, CHUNK)
-            fetch_start, fetch_end = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
-            start, end = _tile_bounds(row_tiles, i, steps, SPLIT_K)  # read AHEAD steps ago: in L1
+            _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK)
+            # Handed on at the loop's end: by then the load has had the whole step.
+            start4, end4 = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
             async_copy.wait_group(AHEAD)
             first = ring.index(i % RING).load(e_layout)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+            start, end = start1, end1
+            start1, end1 = start2, end2
+            start2, end2 = start3, end3
+            start3, end3 = start4, end4
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
             gl.thread_barrier()
