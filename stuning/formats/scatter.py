@@ -13,6 +13,12 @@ nonzero.
 Tiles are in row-major order (the K tiles of a band of rows are consecutive), each list is padded
 to a multiple of 4 with entries of offset 0xFFFF (never a real offset: real ones are even), so that
 the kernel loads entries 16 bytes at a time, and ``tile_ptr`` counts fours. Only 16-bit values.
+
+Within a tile the entries are ordered for the kernel's stores, which shared memory serves one bank
+conflict at a time: a thread holds four consecutive entries, so one warp's store takes the entries
+at positions 128 b + 4 t + v (t = 0..31, for block b and register v). Entries are dealt into those
+stores round robin by bank (``(offset // 4) % 32``), one of each bank before a second of any, so a
+store meets at most two entries of a bank where list order (row-major) met about four.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from stuning.formats.csr import CSRMatrix
 
 PADDING = 0xFFFF  # the offset of a padding entry
 _SWIZZLE_COLUMNS = 64  # 128 bytes of 16-bit values: one swizzle block's row
+_BANKS = 32  # of four bytes each
+_STORE_BLOCK = 128  # entries one warp stores in four instructions: 32 threads x 4 (module docstring)
 
 
 def slot_offsets(rows: torch.Tensor, cols: torch.Tensor, block_m: int) -> torch.Tensor:
@@ -30,6 +38,39 @@ def slot_offsets(rows: torch.Tensor, cols: torch.Tensor, block_m: int) -> torch.
     128-byte swizzle (the module docstring says how)."""
     block, c = cols // _SWIZZLE_COLUMNS, cols % _SWIZZLE_COLUMNS
     return block * (block_m * 128) + rows * 128 + (((c >> 3) ^ (rows & 7)) << 4) + (c & 7) * 2
+
+
+def _rank_in_group(group: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """Each element's rank among those of its ``group`` (groups and keys non-negative int64), by
+    ``key`` then index."""
+    order = torch.argsort(group * (int(key.max()) + 1 if key.numel() else 1) + key, stable=True)
+    g = group[order]
+    first = torch.ones_like(g, dtype=torch.bool)
+    first[1:] = g[1:] != g[:-1]
+    idx = torch.arange(g.numel(), device=g.device)
+    start = torch.cummax(torch.where(first, idx, torch.zeros_like(idx)), 0).values
+    rank = torch.empty_like(idx)
+    rank[order] = idx - start
+    return rank
+
+
+def store_positions(tile: torch.Tensor, offsets: torch.Tensor, counts: torch.Tensor,
+                    padded: torch.Tensor) -> torch.Tensor:
+    """Where each entry goes in its tile's list (``tile`` sorted; ``counts`` and ``padded`` entries a
+    tile): dealt round robin by bank into the kernel's warp stores (module docstring)."""
+    if tile.numel() == 0:
+        return tile.clone()
+    bank = (offsets // 4) % _BANKS
+    # The k-th entry of a bank in its tile goes out in round k: rounds in order, banks within one.
+    round_ = _rank_in_group(tile * _BANKS + bank, torch.zeros_like(tile))
+    order = _rank_in_group(tile, round_ * _BANKS + bank)
+    # Order r -> position: store (block, register) by store, threads in order; the last block of a
+    # tile holds lanes = its entries / 4.
+    size = padded[tile]
+    full = size // _STORE_BLOCK * _STORE_BLOCK
+    block, r = order // _STORE_BLOCK, order % _STORE_BLOCK
+    lanes = torch.where(order < full, torch.full_like(size, _STORE_BLOCK // 4), (size - full) // 4)
+    return block * _STORE_BLOCK + 4 * (r % lanes) + r // lanes
 
 
 class ScatterTiles:
@@ -90,11 +131,11 @@ class ScatterTiles:
         padded = (counts + 3) // 4 * 4
         ptr = torch.zeros(tiles + 1, dtype=torch.int64, device=dev)
         ptr[1:] = torch.cumsum(padded, 0)
-        rank = torch.arange(tile.numel(), device=dev) - (torch.cumsum(counts, 0) - counts)[tile]
         offsets = slot_offsets(rows % block_m, cols % block_k, block_m)
+        position = store_positions(tile, offsets, counts, padded)
         entries = torch.full((int(ptr[-1]),), PADDING << 16, dtype=torch.int64, device=dev)
         bits = values.view(torch.int16).to(torch.int64) & 0xFFFF
-        entries[ptr[:-1][tile] + rank] = (offsets << 16) | bits
+        entries[ptr[:-1][tile] + position] = (offsets << 16) | bits
         # As int32: the offset's top bit may be set (tiles of 32 KB and more); the kernel masks it.
         entries = torch.where(entries >= 2**31, entries - 2**32, entries).to(torch.int32)
         if int(ptr[-1]) // 4 > 2**31 - 1:
