@@ -69,6 +69,9 @@ STAGES = {64: (2, 3, 4), 128: (3, 4)}
 SLOTS = 3
 # Entries come through a ring of RING tiles' entries in one more A slot, copied RING - 1 steps ahead.
 RING = 4
+# One warpgroup clears a used A slot where its entries were stored, not whole (``_clear_slot``);
+# False only to measure the difference.
+CLEAR_BY_ENTRIES = True
 # On the H200 (4096 x 4096 fp16, BENCHMARKS.md 7r) the best scatter config ran 1.5-1.7x cuBLAS at
 # N = 16, 1.0x at N = 64, 0.7x at N = 128 and 0.74-0.82x at N = 2048, against the gather kernels'
 # 1.2-1.9x, 0.4-0.8x, 0.26-0.47x and 0.14-0.52x.
@@ -229,7 +232,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=RING,
-        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices,
+        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -287,6 +290,16 @@ if gluon is not None:
             _store_entries(gl.load(ent_ptr + idx, mask=ok, other=0), ok, slot_byte)
 
     @gluon.jit
+    def _clear_slot(entries, start, end, slot, zeros, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+        """Zero a used slot: where its tile's ``entries`` were stored (the tile's first CHUNK; the
+        entries' value bits cleared), or all of it after a longer tile. One warpgroup only: a
+        thread's entries may lie in any row, and a warpgroup's MMA wait covers only its own rows."""
+        if end - start > CHUNK:
+            slot.store(zeros)
+        else:
+            _store_entries(entries & -65536, start + gl.arange(0, CHUNK, layout=e_layout) < end, slot_byte)
+
+    @gluon.jit
     def _load_x(x_desc, bars, x_smem, step, pid_k, pid_n, steps, SPLIT_K: gl.constexpr, BK: gl.constexpr,
                 BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr):
         stage = step % STAGES
@@ -304,7 +317,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -353,6 +366,10 @@ if gluon is not None:
         start2, end2 = _tile_bounds(row_tiles, 2, steps, SPLIT_K)
         start3, end3 = _tile_bounds(row_tiles, 3, steps, SPLIT_K)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
+        # The previous step's entries: its slot is cleared where they were stored (no entries at first).
+        last = gl.zeros((CHUNK,), gl.int32, e_layout)
+        last_start = start * 0
+        last_end = start * 0
         gl.thread_barrier()
         for i in range(steps):
             _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK)
@@ -361,10 +378,6 @@ if gluon is not None:
             async_copy.wait_group(AHEAD)
             first = ring.index(i % RING).load(e_layout)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-            start, end = start1, end1
-            start1, end1 = start2, end2
-            start2, end2 = start3, end3
-            start3, end3 = start4, end4
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
             gl.thread_barrier()
@@ -373,8 +386,18 @@ if gluon is not None:
                 x_tile = x_tile.permute((1, 0))
             acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            a_smem.index((i + SLOTS - 1) % SLOTS).store(zeros)
+            used = (i + SLOTS - 1) % SLOTS
+            if CLEAR and num_warps == 4:
+                _clear_slot(last, last_start, last_end, a_smem.index(used), zeros, A_OFFSET + used * A_BYTES,
+                            e_layout, CHUNK)
+            else:
+                a_smem.index(used).store(zeros)
             _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+            last, last_start, last_end = first, start, end
+            start, end = start1, end1
+            start1, end1 = start2, end2
+            start2, end2 = start3, end3
+            start3, end3 = start4, end4
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
