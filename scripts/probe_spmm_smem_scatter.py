@@ -32,6 +32,8 @@ NS = [int(v) for v in os.environ.get("PROBE_NS", "16,64,128,256").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
 M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
+# PROBE_CLEAR=0: used A slots zeroed whole, not where their entries were stored (BENCHMARKS.md 7z).
+spmm_scatter.CLEAR_BY_ENTRIES = os.environ.get("PROBE_CLEAR", "1") == "1"
 
 
 def configs(n: int):

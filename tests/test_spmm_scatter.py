@@ -65,7 +65,7 @@ def store_wavefronts(tiles: ScatterTiles) -> tuple[int, int]:
     words = (tiles.entries.to(torch.int64) & 0xFFFFFFFF) >> 18  # the offset's four-byte word
     bounds = (tiles.tile_ptr.to(torch.int64) * 4).tolist()
     taken = least = 0
-    for start, end in zip(bounds[:-1], bounds[1:]):
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
         tile = words[start:end]
         real = tile[tile != PADDING >> 2]
         if real.numel():
