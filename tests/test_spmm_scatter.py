@@ -210,14 +210,19 @@ def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
         if spmm_scatter.takes(bt):
             y = stuning.spmm(a, bt, config=cfg, out=out_t.t(), bias=bias)
             assert_close(y, spmm_ref(dense, bt) + bias.double()[:, None], tol, what + ", X^T, Y^T, bias")
-        partial, counts = split_k_workspace(b.device, m * n, 1, zeroed=not slices)
-        assert not counts.any() and (slices or not partial.any()), "split-K left its workspace dirty"
+        # Either pool: counters back at zero, and the adds' buffer zeroed again.
+        for zeroed in (True, False):
+            partial, counts = split_k_workspace(b.device, m * n, 1, zeroed=zeroed)
+            assert not counts.any() and not (zeroed and partial.any()), f"split-K left a workspace dirty ({what})"
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
-def test_scatter_kernel_dense_and_empty_tiles(device_gen, dtype, tol):
+@pytest.mark.parametrize("clear_by_entries", [True, False], ids=["clear-entries", "clear-whole"])
+def test_scatter_kernel_dense_and_empty_tiles(device_gen, dtype, tol, clear_by_entries, monkeypatch):
+    """Dense tiles overflow a chunk (and their slots are then cleared whole), empty ones have none."""
     _gpu_kernel_or_skip()
+    monkeypatch.setattr(spmm_scatter, "CLEAR_BY_ENTRIES", clear_by_entries)
     m, k, n = 192, 384, 64
     dense = randn(m, k, dtype=dtype, gen=device_gen)
     dense[64:128] = 0  # a band of empty tiles
