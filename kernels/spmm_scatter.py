@@ -280,6 +280,20 @@ if gluon is not None:
         async_copy.commit_group()
 
     @gluon.jit
+    def _ring_entries(stage_byte, AHEAD: gl.constexpr, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+        """Wait for all but the last AHEAD copies, then read the entries a thread copied into the
+        ring stage at byte ``stage_byte`` of the kernel's shared memory, 16 bytes at a time. Inline
+        PTX: through Gluon a barrier would come first, as if threads read each other's copies."""
+        idx = gl.arange(0, CHUNK, layout=e_layout)
+        return gl.inline_asm_elementwise(f"""{{
+            .reg .u32 a;
+            cp.async.wait_group {AHEAD};
+            mov.u32 a, global_smem;
+            add.u32 a, a, $4;
+            ld.shared.v4.b32 {{$0, $1, $2, $3}}, [a];
+            }}""", "=r,=r,=r,=r,r,r,r,r", [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=4)
+
+    @gluon.jit
     def _scatter(first, ent_ptr, start, end, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
         """Store a tile's entries [start, end) into its slot: ``first`` holds the first CHUNK,
         from the ring; any more load here."""
@@ -375,8 +389,11 @@ if gluon is not None:
             _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK)
             # Handed on at the loop's end: by then the load has had the whole step.
             start4, end4 = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
-            async_copy.wait_group(AHEAD)
-            first = ring.index(i % RING).load(e_layout)
+            if VEC == 4:
+                first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, e_layout, CHUNK)
+            else:
+                async_copy.wait_group(AHEAD)
+                first = ring.index(i % RING).load(e_layout)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
