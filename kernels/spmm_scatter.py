@@ -65,7 +65,7 @@ BLOCK_MS = (64, 128)  # a warpgroup (4 warps) per 64 rows
 BLOCK_KS = (64, 128)
 SPLIT_KS = (1, 2, 4, 8)
 # With more than one warpgroup X's stages lag two steps (module docstring): two would not prefetch.
-STAGES = {64: (2, 3, 4), 128: (3, 4)}
+STAGES = {64: (2, 3, 4), 128: (3, 4, 6)}
 SLOTS = 3
 # Entries come through a ring of RING tiles' entries in one more A slot, copied RING - 1 steps ahead.
 RING = 4
