@@ -66,9 +66,13 @@ BLOCK_KS = (64, 128)
 SPLIT_KS = (1, 2, 4, 8)
 # With more than one warpgroup X's stages lag two steps (module docstring): two would not prefetch.
 STAGES = {64: (2, 3, 4), 128: (3, 4, 6)}
-SLOTS = 3
-# Entries come through a ring of RING tiles' entries in one more A slot, copied RING - 1 steps ahead.
-RING = 4
+# A's slots: the MMA reads one while the next is stored; a barrier after each step's clearing keeps
+# the next step's stores off the slot being cleared. With the entries' ring, the shared memory of
+# the three slots before the ring (BENCHMARKS.md 7z: a slot more cost two programs an SM their room).
+SLOTS = 2
+# Entries come through a ring in one more A slot: RING tiles' first CHUNK entries, copied RING - 1
+# steps ahead; four where they fit in the slot, else two (``ring_stages``).
+RING_STAGES = (4, 2)
 # One warpgroup clears a used A slot where its entries were stored, not whole (``_clear_slot``);
 # False only to measure the difference.
 CLEAR_BY_ENTRIES = True
@@ -104,6 +108,11 @@ def takes(x: torch.Tensor) -> bool:
     rows, cols = x.stride()
     inner, outer = (rows, cols) if rows == 1 and cols != 1 else (cols, rows)  # as x_transposed reads it
     return inner == 1 and (outer * x.element_size()) % 16 == 0
+
+
+def ring_stages(block_m: int, block_k: int, chunk: int) -> int:
+    """Stages of the entries' ring: the most of ``RING_STAGES`` that fit in one A slot."""
+    return next(r for r in RING_STAGES if r * chunk * 4 <= block_m * block_k * 2)
 
 
 def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple[int, int, int]:
@@ -178,15 +187,15 @@ def repair(config, problem):
 
 def chunk_size(tiles, num_warps: int) -> int:
     """Entries a program loads at a time: its tiles' mean list, to a power of two, at least one a
-    thread and at most what lets the entries' RING stages fit in one A slot (a longer list takes
-    several chunks, the later ones loaded when scattered)."""
+    thread and at most what lets two stages of the entries' ring fit in one A slot (a longer list
+    takes several chunks; L2 is asked for the later ones when the first is copied)."""
     return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps, tiles.block_m * tiles.block_k)
 
 
 @functools.lru_cache(maxsize=256)  # a launch's host time is a few dozen such calls (probe_host_time.py)
 def _chunk_size(tile_count: int, entries: int, num_warps: int, tile_elems: int) -> int:
     mean = triton.next_power_of_2(max(1, entries // max(1, tile_count)))
-    return max(32 * num_warps, min(tile_elems // (2 * RING), mean))
+    return max(32 * num_warps, min(tile_elems // 4, mean))
 
 
 def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
@@ -231,7 +240,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
-        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=RING,
+        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
         X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
         num_warps=config.num_warps,
     )
@@ -272,12 +281,28 @@ if gluon is not None:
         return 4 * gl.load(tile, mask=step < steps, other=0), 4 * gl.load(tile + 1, mask=step < steps, other=0)
 
     @gluon.jit
-    def _fetch_entries(ring, ent_ptr, stage, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+    def _fetch_entries(ring, ent_ptr, stage, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr,
+                       num_warps: gl.constexpr):
         """Copy a tile's entries [start, end), the first CHUNK, into the ring's ``stage`` (cp.async:
         nothing waits until they are read) as one commit group; past the tile, zeros."""
         idx = start + gl.arange(0, CHUNK, layout=e_layout)
         async_copy.async_copy_global_to_shared(ring.index(stage), ent_ptr + idx, mask=idx < end)
         async_copy.commit_group()
+        if end - start > CHUNK:
+            _prefetch_l2(ent_ptr, start + CHUNK, end, num_warps)
+
+    @gluon.jit
+    def _prefetch_l2(ent_ptr, start, end, num_warps: gl.constexpr):
+        """Ask L2 for entries [start, end) (at most 32 * 32 * num_warps of them): a 128-byte line a
+        thread, and no register written, so nothing waits for it."""
+        line = gl.arange(0, 32 * num_warps, layout=gl.BlockedLayout([1], [32], [num_warps], [0])) * 32
+        gl.inline_asm_elementwise("""{
+            .reg .pred p;
+            setp.ne.s32 p, $2, 0;
+            @p prefetch.global.L2 [$1];
+            mov.u32 $0, 0;
+            }""", "=r,l,r", [ent_ptr + start + line, (start + line < end).to(gl.int32)], dtype=gl.int32,
+                                  is_pure=False, pack=1)
 
     @gluon.jit
     def _ring_entries(stage_byte, AHEAD: gl.constexpr, e_layout: gl.constexpr, CHUNK: gl.constexpr):
@@ -344,7 +369,7 @@ if gluon is not None:
         a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         LAG: gl.constexpr = 1 if num_warps == 4 else 2
 
-        gl.static_assert(RING == 4, "the loop holds the bounds of four steps")
+        gl.static_assert(RING == 4 or RING == 2, "the loop holds the bounds of two or four steps")
         AHEAD: gl.constexpr = RING - 1
 
         pid_m = gl.program_id(0)
@@ -373,12 +398,13 @@ if gluon is not None:
         row_tiles = tile_ptr + pid_m * K_TILES + pid_k
         for s in gl.static_range(AHEAD):
             start, end = _tile_bounds(row_tiles, s, steps, SPLIT_K)
-            _fetch_entries(ring, ent_ptr, s, start, end, e_layout, CHUNK)
-        # Bounds of the steps i .. i + 3 (RING = 4), each read a step before its entries are copied.
+            _fetch_entries(ring, ent_ptr, s, start, end, e_layout, CHUNK, num_warps)
+        # Bounds of the steps i .. i + AHEAD, each read a step before its entries are copied.
         start, end = _tile_bounds(row_tiles, 0, steps, SPLIT_K)
         start1, end1 = _tile_bounds(row_tiles, 1, steps, SPLIT_K)
-        start2, end2 = _tile_bounds(row_tiles, 2, steps, SPLIT_K)
-        start3, end3 = _tile_bounds(row_tiles, 3, steps, SPLIT_K)
+        if AHEAD == 3:
+            start2, end2 = _tile_bounds(row_tiles, 2, steps, SPLIT_K)
+            start3, end3 = _tile_bounds(row_tiles, 3, steps, SPLIT_K)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         # The previous step's entries: its slot is cleared where they were stored (no entries at first).
         last = gl.zeros((CHUNK,), gl.int32, e_layout)
@@ -386,9 +412,12 @@ if gluon is not None:
         last_end = start * 0
         gl.thread_barrier()
         for i in range(steps):
-            _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK)
+            if AHEAD == 3:
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK, num_warps)
+            else:
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, num_warps)
             # Handed on at the loop's end: by then the load has had the whole step.
-            start4, end4 = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
+            start_next, end_next = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
             if VEC == 4:
                 first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, e_layout, CHUNK)
             else:
@@ -409,12 +438,18 @@ if gluon is not None:
                             e_layout, CHUNK)
             else:
                 a_smem.index(used).store(zeros)
+            # The next step stores into the slot just cleared (SLOTS = 2), and with two warpgroups
+            # into rows whose MMA only the other warpgroup has waited for.
+            gl.thread_barrier()
             _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
             last, last_start, last_end = first, start, end
             start, end = start1, end1
-            start1, end1 = start2, end2
-            start2, end2 = start3, end3
-            start3, end3 = start4, end4
+            if AHEAD == 3:
+                start1, end1 = start2, end2
+                start2, end2 = start3, end3
+                start3, end3 = start_next, end_next
+            else:
+                start1, end1 = start_next, end_next
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
