@@ -186,16 +186,17 @@ def repair(config, problem):
 
 
 def chunk_size(tiles, num_warps: int) -> int:
-    """Entries a program loads at a time: its tiles' mean list, to a power of two, at least one a
-    thread and at most what lets two stages of the entries' ring fit in one A slot (a longer list
-    takes several chunks; L2 is asked for the later ones when the first is copied)."""
+    """Entries a program loads at a time: its tiles' mean list, to a power of two, at least four a
+    thread (16-byte copies; BENCHMARKS.md 7z: one a thread ran 1.4x slower at 98%) and at most what
+    lets two stages of the entries' ring fit in one A slot (a longer list takes several chunks; L2
+    is asked for the later ones when the first is copied)."""
     return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps, tiles.block_m * tiles.block_k)
 
 
 @functools.lru_cache(maxsize=256)  # a launch's host time is a few dozen such calls (probe_host_time.py)
 def _chunk_size(tile_count: int, entries: int, num_warps: int, tile_elems: int) -> int:
     mean = triton.next_power_of_2(max(1, entries // max(1, tile_count)))
-    return max(32 * num_warps, min(tile_elems // 4, mean))
+    return max(128 * num_warps, min(tile_elems // 4, mean))
 
 
 def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
@@ -360,9 +361,9 @@ if gluon is not None:
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
-        # 16-byte loads of entries where CHUNK allows (lists come padded to fours).
-        VEC: gl.constexpr = min(4, CHUNK // (32 * num_warps))
-        e_layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [num_warps], [0])
+        # Lists come padded to fours: a thread copies and reads 16 bytes of entries at a time.
+        gl.static_assert(CHUNK % (128 * num_warps) == 0, "four entries a thread: 16-byte copies and reads")
+        e_layout: gl.constexpr = gl.BlockedLayout([4], [32], [num_warps], [0])
         z_layout: gl.constexpr = gl.BlockedLayout([BM // (4 * num_warps), 8], [4, 8], [num_warps, 1], [1, 0])
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                              instr_shape=[16, BN, 16])
@@ -418,11 +419,7 @@ if gluon is not None:
                 _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, num_warps)
             # Handed on at the loop's end: by then the load has had the whole step.
             start_next, end_next = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
-            if VEC == 4:
-                first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, e_layout, CHUNK)
-            else:
-                async_copy.wait_group(AHEAD)
-                first = ring.index(i % RING).load(e_layout)
+            first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, e_layout, CHUNK)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
