@@ -186,8 +186,8 @@ def repair(config, problem):
 
 
 def chunk_size(tiles, num_warps: int) -> int:
-    """Entries a program loads at a time: its tiles' mean list, to a power of two, at least four a
-    thread (16-byte copies; BENCHMARKS.md 7z: one a thread ran 1.4x slower at 98%) and at most what
+    """Entries a program loads at a time: its tiles' mean list, to a power of two, at least two a
+    thread (8-byte copies; BENCHMARKS.md 7z: one a thread ran 1.4x slower at 98%) and at most what
     lets two stages of the entries' ring fit in one A slot (a longer list takes several chunks; L2
     is asked for the later ones when the first is copied)."""
     return _chunk_size(tiles.tile_ptr.numel() - 1, tiles.padded_entries, num_warps, tiles.block_m * tiles.block_k)
@@ -196,7 +196,7 @@ def chunk_size(tiles, num_warps: int) -> int:
 @functools.lru_cache(maxsize=256)  # a launch's host time is a few dozen such calls (probe_host_time.py)
 def _chunk_size(tile_count: int, entries: int, num_warps: int, tile_elems: int) -> int:
     mean = triton.next_power_of_2(max(1, entries // max(1, tile_count)))
-    return max(128 * num_warps, min(tile_elems // 4, mean))
+    return max(64 * num_warps, min(tile_elems // 4, mean))
 
 
 def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = None,
@@ -306,18 +306,28 @@ if gluon is not None:
                                   is_pure=False, pack=1)
 
     @gluon.jit
-    def _ring_entries(stage_byte, AHEAD: gl.constexpr, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+    def _ring_entries(stage_byte, AHEAD: gl.constexpr, VEC: gl.constexpr, e_layout: gl.constexpr,
+                      CHUNK: gl.constexpr):
         """Wait for all but the last AHEAD copies, then read the entries a thread copied into the
-        ring stage at byte ``stage_byte`` of the kernel's shared memory, 16 bytes at a time. Inline
-        PTX: through Gluon a barrier would come first, as if threads read each other's copies."""
+        ring stage at byte ``stage_byte`` of the kernel's shared memory, VEC (2 or 4) at a time.
+        Inline PTX: through Gluon a barrier would come first, as if threads read each other's copies."""
         idx = gl.arange(0, CHUNK, layout=e_layout)
-        return gl.inline_asm_elementwise(f"""{{
-            .reg .u32 a;
-            cp.async.wait_group {AHEAD};
-            mov.u32 a, global_smem;
-            add.u32 a, a, $4;
-            ld.shared.v4.b32 {{$0, $1, $2, $3}}, [a];
-            }}""", "=r,=r,=r,=r,r,r,r,r", [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=4)
+        if VEC == 4:
+            return gl.inline_asm_elementwise(f"""{{
+                .reg .u32 a;
+                cp.async.wait_group {AHEAD};
+                mov.u32 a, global_smem;
+                add.u32 a, a, $4;
+                ld.shared.v4.b32 {{$0, $1, $2, $3}}, [a];
+                }}""", "=r,=r,=r,=r,r,r,r,r", [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=4)
+        else:
+            return gl.inline_asm_elementwise(f"""{{
+                .reg .u32 a;
+                cp.async.wait_group {AHEAD};
+                mov.u32 a, global_smem;
+                add.u32 a, a, $2;
+                ld.shared.v2.b32 {{$0, $1}}, [a];
+                }}""", "=r,=r,r,r", [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=2)
 
     @gluon.jit
     def _scatter(first, ent_ptr, start, end, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
@@ -361,9 +371,10 @@ if gluon is not None:
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
-        # Lists come padded to fours: a thread copies and reads 16 bytes of entries at a time.
-        gl.static_assert(CHUNK % (128 * num_warps) == 0, "four entries a thread: 16-byte copies and reads")
-        e_layout: gl.constexpr = gl.BlockedLayout([4], [32], [num_warps], [0])
+        # Lists come padded to fours: a thread copies and reads 8 or 16 bytes of entries at a time.
+        VEC: gl.constexpr = min(4, CHUNK // (32 * num_warps))
+        gl.static_assert(VEC == 2 or VEC == 4, "two or four entries a thread: 8- or 16-byte copies and reads")
+        e_layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [num_warps], [0])
         z_layout: gl.constexpr = gl.BlockedLayout([BM // (4 * num_warps), 8], [4, 8], [num_warps, 1], [1, 0])
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                              instr_shape=[16, BN, 16])
@@ -419,7 +430,7 @@ if gluon is not None:
                 _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, num_warps)
             # Handed on at the loop's end: by then the load has had the whole step.
             start_next, end_next = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
-            first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, e_layout, CHUNK)
+            first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, VEC, e_layout, CHUNK)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
