@@ -18,14 +18,17 @@ tile's swizzled image precomputed.
 
 Per step i of a program (one band of BLOCK_M rows, K tiles pid_k, pid_k + SPLIT_K, ...):
 
-    scatter step i's entries into A slot i % SLOTS      (slot zeroed two steps before)
+    copy step i + RING - 1's entries into the ring (cp.async; tile bounds read a step before)
+    wait for step i's copy; scatter its entries into A slot i % SLOTS
     wait for X's stage, fence, meet at a barrier
     issue the MMA of slot i % SLOTS with X's stage; wait for step i - 1's MMA
-    zero this warpgroup's rows of slot (i - 1) % SLOTS; start X's load for a later step
+    clear slot (i - 1) % SLOTS, meet at a barrier; start X's load for a later step
 
-A warpgroup's wait covers only its own MMA, so it zeroes only the rows its MMA read, and X's stage
-of step i - 1 is known free to every warpgroup only a step later (``LAG``). Entries load two steps
-ahead and tile bounds three, so the scatter does not wait on two dependent loads.
+Entries come cold from DRAM; loaded into registers ahead of use they were waited for where the loop
+handed them on, so they go through a ring in shared memory (one more A slot's bytes) that each
+thread fills and reads for itself. One warpgroup clears a used slot by storing zeros where its
+entries went; with two, each zeroes the rows its own MMA read (a warpgroup's wait covers only its
+MMA), and X's stage of step i - 1 is known free to every warpgroup only a step later (``LAG``).
 
 Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR kernel runs.
 """
