@@ -1,4 +1,5 @@
-"""Where a scatter SpMM step's time goes: the library kernel's loop with its parts switched off.
+"""Where a scatter SpMM step's time goes: the library kernel's loop (before its entries' ring, 7z)
+with its parts switched off.
 
 BENCHMARKS.md 7y measured 0.61 us a program step at N = 128 (64 x 128 x 128 tiles), 2.3x what the
 MMA alone would take at the tensor cores' peak, and 7r found two programs an SM taking twice as
@@ -70,25 +71,18 @@ if os.environ.get("PROBE_PARTS"):
 
 
 @gluon.jit
+def _first_entries(ent_ptr, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr):
+    """A tile's first CHUNK entries into registers: how the kernel loaded them before its ring."""
+    idx = start + gl.arange(0, CHUNK, layout=e_layout)
+    return gl.load(ent_ptr + idx, mask=idx < end, other=0)
+
+
+@gluon.jit
 def _bounds(row_tiles, j, steps, SPLIT_K: gl.constexpr, HOT: gl.constexpr):
     """Entries [start, end) of the program's tile j; with HOT, of its first tile whatever j (so that
     every step's entries come from L2, not DRAM)."""
     tile = row_tiles if HOT else row_tiles + j * SPLIT_K
     return 4 * gl.load(tile, mask=j < steps, other=0), 4 * gl.load(tile + 1, mask=j < steps, other=0)
-
-
-@gluon.jit
-def _prefetch_l2(ent_ptr, start, end, num_warps: gl.constexpr):
-    """Ask L2 for entries [start, end): a 128-byte line a thread (enough for 32 * 32 * num_warps
-    entries), no register written, so nothing waits for it."""
-    line = gl.arange(0, 32 * num_warps, layout=gl.BlockedLayout([1], [32], [num_warps], [0])) * 32
-    gl.inline_asm_elementwise("""{
-        .reg .pred p;
-        setp.ne.s32 p, $2, 0;
-        @p prefetch.global.L2 [$1];
-        mov.u32 $0, 0;
-        }""", "=r,l,r", [ent_ptr + start + line, (start + line < end).to(gl.int32)], dtype=gl.int32,
-                              is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -132,17 +126,17 @@ def _parts_kernel(
     s0, e0 = _bounds(row_tiles, 0, steps, SPLIT_K, HOT)
     s1, e1 = _bounds(row_tiles, 1, steps, SPLIT_K, HOT)
     s2, e2 = _bounds(row_tiles, 2, steps, SPLIT_K, HOT)
-    q0 = lib._first_entries(ent_ptr, s0, e0, e_layout, CHUNK)
-    q1 = lib._first_entries(ent_ptr, s1, e1, e_layout, CHUNK)
+    q0 = _first_entries(ent_ptr, s0, e0, e_layout, CHUNK)
+    q1 = _first_entries(ent_ptr, s1, e1, e_layout, CHUNK)
     if AHEAD == 4:
         s3, e3 = _bounds(row_tiles, 3, steps, SPLIT_K, HOT)
         s4, e4 = _bounds(row_tiles, 4, steps, SPLIT_K, HOT)
-        q2 = lib._first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
-        q3 = lib._first_entries(ent_ptr, s3, e3, e_layout, CHUNK)
+        q2 = _first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
+        q3 = _first_entries(ent_ptr, s3, e3, e_layout, CHUNK)
     if PREFETCH > 0:
         for j in gl.static_range(2, PREFETCH):
             js, je = _bounds(row_tiles, j, steps, SPLIT_K, HOT)
-            _prefetch_l2(ent_ptr, js, je, num_warps)
+            lib._prefetch_l2(ent_ptr, js, je, num_warps)
     gl.thread_barrier()
     for i in range(steps):
         if ENTRIES:
@@ -151,16 +145,16 @@ def _parts_kernel(
             # Entries load AHEAD steps before their scatter, a tile's bounds one step before that.
             if AHEAD == 4:
                 s5, e5 = _bounds(row_tiles, i + 5, steps, SPLIT_K, HOT)
-                q4 = lib._first_entries(ent_ptr, s4, e4, e_layout, CHUNK)
+                q4 = _first_entries(ent_ptr, s4, e4, e_layout, CHUNK)
             else:
                 s3, e3 = _bounds(row_tiles, i + 3, steps, SPLIT_K, HOT)
-                q2 = lib._first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
+                q2 = _first_entries(ent_ptr, s2, e2, e_layout, CHUNK)
             if SCATTER:
                 lib._scatter(q0, ent_ptr, s0, e0, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             else:  # the same entries loaded and the stores issued, every one predicated off
                 lib._store_entries(q0, q0 != q0, A_OFFSET + (i % SLOTS) * A_BYTES)
             if PREFETCH > 0:
-                _prefetch_l2(ent_ptr, ps, pe, num_warps)
+                lib._prefetch_l2(ent_ptr, ps, pe, num_warps)
             q0 = q1
             q1 = q2
             s0, e0 = s1, e1
@@ -206,7 +200,10 @@ def launch(tiles: ScatterTiles, b: torch.Tensor, out: torch.Tensor, bn: int, spl
                                             zeroed=not slices)
     else:
         partial, counts = out, out
-    slots, a_bytes, x_bytes = lib.buffer_bytes(bm, bk, bn, stages)
+    # The kernel before its ring (BENCHMARKS.md 7z): three A slots, a fourth where A and X tie.
+    a_bytes, x_bytes = 3 * bm * bk * 2, stages * bk * bn * 2
+    slots = 3 + (a_bytes == x_bytes)
+    a_bytes = slots * bm * bk * 2
     x_desc = TensorDescriptor(b, list(b.shape), list(b.stride()), [bk, bn], nvmma_layout((bk, bn), b.dtype))
     _parts_kernel[grid](
         tiles.tile_ptr, tiles.entries, x_desc, out, b, partial, counts, m, n, out.stride(0), out.stride(1), k_tiles,

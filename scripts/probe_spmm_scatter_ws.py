@@ -40,12 +40,13 @@ import os
 import torch
 import triton
 from probe_harness import best_checked, checked_time_us, spmm_baseline_row, spmm_problems, write_results
+from probe_spmm_scatter_parts import _first_entries
 from probe_spmm_smem_scatter import configs as scatter_configs
 from stuning.kernels import spmm_scatter
 from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.spmm import SpMMConfig
-from stuning.kernels.spmm_scatter import _first_entries, _scatter
+from stuning.kernels.spmm_scatter import _scatter
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
