@@ -113,6 +113,7 @@ def takes(x: torch.Tensor) -> bool:
     return inner == 1 and (outer * x.element_size()) % 16 == 0
 
 
+@functools.lru_cache(maxsize=256)  # asked at every launch, whose host time is the cost (probe_host_time.py)
 def ring_stages(block_m: int, block_k: int, chunk: int) -> int:
     """Stages of the entries' ring: the most of ``RING_STAGES`` that fit in one A slot."""
     return next(r for r in RING_STAGES if r * chunk * 4 <= block_m * block_k * 2)

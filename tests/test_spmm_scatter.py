@@ -89,6 +89,22 @@ def test_entries_are_ordered_for_stores_without_bank_conflicts(gen, bm, bk, dens
     assert taken <= 1.4 * least, (taken, least)
 
 
+@pytest.mark.parametrize("bm,bk", [(64, 64), (64, 128), (128, 64), (128, 128)])
+@pytest.mark.parametrize("density", [0.005, 0.02, 0.1, 0.3, 1.0])
+def test_entries_ring_fits_its_slot(gen, bm, bk, density):
+    """What the kernel asserts and reinterprets: two or four entries a thread, and RING chunks of
+    int32 entries within one A slot (a denser tile's rest loads when scattered)."""
+    dense = random_sparse(256, 256, density, torch.float16, gen)
+    tiles = ScatterTiles.from_csr(CSRMatrix.from_dense(dense, pad_to=4), bm, bk)
+    warps = 4 * bm // 64
+    chunk = spmm_scatter.chunk_size(tiles, warps)
+    ring = spmm_scatter.ring_stages(bm, bk, chunk)
+    assert chunk in (64 * warps, 128 * warps) or chunk % (128 * warps) == 0, chunk
+    assert ring in spmm_scatter.RING_STAGES and ring * chunk * 4 <= bm * bk * 2, (chunk, ring)
+    mean = tiles.padded_entries / (tiles.tile_ptr.numel() - 1)
+    assert chunk >= min(mean, bm * bk // 4), "a tile of the mean length fits in one chunk where it can"
+
+
 def test_slot_offsets_are_the_128_byte_swizzle():
     r, c = torch.meshgrid(torch.arange(64), torch.arange(128), indexing="ij")
     off = slot_offsets(r.reshape(-1), c.reshape(-1), 64)
