@@ -278,7 +278,7 @@ if gluon is not None:
     @gluon.jit
     def _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr, offs_m, offs_n, M, N, stride_ym, stride_yn,
                      SPLIT_K: gl.constexpr, HAS_BIAS: gl.constexpr, pid_k=0, slice_elems=0,
-                     SLICES: gl.constexpr = False):
+                     SLICES: gl.constexpr = False, ORDERED: gl.constexpr = False):
         """Write a program's fp32 tile (rows ``offs_m``, columns ``offs_n``) to Y, plus the bias. With
         split-K it is added into the zeroed workspace at ``partial_ptrs`` instead, and the split that
         finishes the tile last (``count_ptr``, its counter) writes the sum; with ``SLICES``, stored into
@@ -287,7 +287,7 @@ if gluon is not None:
         ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
         if SPLIT_K > 1:
             if SLICES:
-                last, acc = store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K)
+                last, acc = store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K, ORDERED)
             else:
                 last, acc = add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K)
             if last:

@@ -85,12 +85,32 @@ def add_split(partial_ptrs, acc, ok, count_ptr, SPLIT_K: tl.constexpr):
 
 
 @triton.jit
-def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: tl.constexpr):
+def store_split(partial_ptrs, acc, ok, count_ptr, pid_k, slice_elems, SPLIT_K: tl.constexpr,
+                ORDERED: tl.constexpr = False):
     """``add_split`` without atomic adds: each split stores its fp32 tile into a slice of its own
     (``pid_k``, ``slice_elems`` apart), and the split that finishes the tile last adds the other
     slices to its own tile. The buffer need not be zero (a launch reads only what it wrote), so nothing
     is zeroed after; the counter is. Worth it for two splits, where the adds cost ~2 us of a 19 us
-    launch (4096 x 4096, N = 128, BENCHMARKS.md 7y); with eight the last split's reads cost more."""
+    launch (4096 x 4096, N = 128, BENCHMARKS.md 7y); with eight the last split's reads cost more.
+
+    ``ORDERED``: split ``SPLIT_K - 1`` always sums, and never stores its own tile: it waits until the
+    others have counted themselves in. Those have lower program ids (the grid's y), and the GPU
+    starts programs in the order of their ids, so they run or are done while it waits (the rule
+    CUTLASS's stream-K fixup relies on)."""
+    if ORDERED:
+        last = pid_k == SPLIT_K - 1
+        if last:
+            while tl.atomic_add(count_ptr, 0, sem="acquire") < SPLIT_K - 1:
+                pass
+            tl.debug_barrier()
+            for s in tl.static_range(SPLIT_K - 1):
+                acc += tl.load(partial_ptrs + s * slice_elems, mask=ok, other=0.0, cache_modifier=".cg")
+            tl.store(count_ptr, 0)
+        else:
+            tl.store(partial_ptrs + pid_k * slice_elems, acc, mask=ok)
+            tl.debug_barrier()
+            tl.atomic_add(count_ptr, 1, sem="release")
+        return last, acc
     tl.store(partial_ptrs + pid_k * slice_elems, acc, mask=ok)
     # Every thread's stores before the one release below, as in add_split.
     tl.debug_barrier()

@@ -88,6 +88,8 @@ MIN_N = 16
 # on two splits from 19.2 to 17.4 us, ran four splits as fast as the adds, and eight 1.4-2.1x slower:
 # the last split then reads seven slices alone, where the adds spread the sum over every split.
 SLICES_MAX_SPLIT = 2
+# The last split waits for the others' slices and sums them (``store_split``'s ORDERED).
+SLICES_ORDERED = True
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
 
@@ -246,7 +248,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
-        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
+        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, ORDERED=SLICES_ORDERED, CLEAR=CLEAR_BY_ENTRIES,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -371,7 +373,8 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, ORDERED: gl.constexpr, CLEAR: gl.constexpr,
+        num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -468,4 +471,5 @@ if gluon is not None:
         offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
         partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
         _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m, offs_n,
-                     M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS, pid_k, M * N, SLICES)  # < 2^31: SLICES_MAX_BYTES
+                     M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS, pid_k, M * N, SLICES,  # < 2^31: SLICES_MAX_BYTES
+                     ORDERED)
