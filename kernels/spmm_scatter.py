@@ -87,9 +87,9 @@ MIN_N = 16
 # one zeroed buffer (``add_split``). On the H200 at N = 128 (BENCHMARKS.md 7y) slices took 4096 x 4096
 # on two splits from 19.2 to 17.4 us, ran four splits as fast as the adds, and eight 1.4-2.1x slower:
 # the last split then reads seven slices alone, where the adds spread the sum over every split.
+# The last split always sums, after waiting for the other's slice (``store_split``'s ORDERED): it
+# stores no slice of its own, and took 4096 x 4096 at N = 128 from 15.8 to 15.2 us (BENCHMARKS.md 8a).
 SLICES_MAX_SPLIT = 2
-# The last split waits for the others' slices and sums them (``store_split``'s ORDERED).
-SLICES_ORDERED = True
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
 
@@ -248,7 +248,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
-        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, ORDERED=SLICES_ORDERED, CLEAR=CLEAR_BY_ENTRIES,
+        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -373,8 +373,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, ORDERED: gl.constexpr, CLEAR: gl.constexpr,
-        num_warps: gl.constexpr,
+        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -414,15 +413,15 @@ if gluon is not None:
         # Each thread copies the entries it later reads itself, so only its own cp.async groups are
         # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
         # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring.
+        # The bounds of the steps i .. i + AHEAD stay in registers, each read a step before its copy.
         row_tiles = tile_ptr + pid_m * K_TILES + pid_k
-        for s in gl.static_range(AHEAD):
-            start, end = _tile_bounds(row_tiles, s, steps, SPLIT_K)
-            _fetch_entries(ring, ent_ptr, s, start, end, e_layout, CHUNK, num_warps)
-        # Bounds of the steps i .. i + AHEAD, each read a step before its entries are copied.
         start, end = _tile_bounds(row_tiles, 0, steps, SPLIT_K)
+        _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, num_warps)
         start1, end1 = _tile_bounds(row_tiles, 1, steps, SPLIT_K)
         if AHEAD == 3:
+            _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, num_warps)
             start2, end2 = _tile_bounds(row_tiles, 2, steps, SPLIT_K)
+            _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, num_warps)
             start3, end3 = _tile_bounds(row_tiles, 3, steps, SPLIT_K)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         # The previous step's entries: its slot is cleared where they were stored (no entries at first).
@@ -472,4 +471,4 @@ if gluon is not None:
         partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
         _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m, offs_n,
                      M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS, pid_k, M * N, SLICES,  # < 2^31: SLICES_MAX_BYTES
-                     ORDERED)
+                     ORDERED=True)

@@ -34,8 +34,6 @@ M, K = (int(v) for v in os.environ.get("PROBE_SHAPE", "4096x4096").split("x"))
 SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 # PROBE_CLEAR=0: used A slots zeroed whole, not where their entries were stored (BENCHMARKS.md 7z).
 spmm_scatter.CLEAR_BY_ENTRIES = os.environ.get("PROBE_CLEAR", "1") == "1"
-# PROBE_ORDERED=0: the split that finishes last sums the slices, not always the last split (7zA).
-spmm_scatter.SLICES_ORDERED = os.environ.get("PROBE_ORDERED", "1") == "1"
 # PROBE_SLICES_MAX: the most splits that meet in slices (more add atomically).
 spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scatter.SLICES_MAX_SPLIT))
 
