@@ -130,7 +130,6 @@ def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple
     return slots, (slots + 1) * block_m * block_k * 2, x_bytes
 
 
-
 def block_ns(n: int) -> tuple[int, ...]:
     """X's tile widths at N: N rounded up to a power of two, at most 256; and 128 from N = 256 up."""
     widest = min(256, max(MIN_N, triton.next_power_of_2(n)))
@@ -259,6 +258,25 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     return out
 
 
+@triton.constexpr_function
+def _ring_read_asm(ahead, vec):
+    """``_ring_entries``'s PTX: wait for all but the last ``ahead`` copy groups, then one
+    ``vec``-wide shared-memory read at byte $vec of the kernel's dynamic shared memory."""
+    outs = ", ".join(f"${v}" for v in range(vec))
+    return f"""{{
+            .reg .u32 a;
+            cp.async.wait_group {ahead};
+            mov.u32 a, global_smem;
+            add.u32 a, a, ${vec};
+            ld.shared.v{vec}.b32 {{{outs}}}, [a];
+            }}"""
+
+
+@triton.constexpr_function
+def _ring_read_constraints(vec):
+    return ",".join(["=r"] * vec + ["r"] * vec)
+
+
 if gluon is not None:
 
     @gluon.jit
@@ -318,22 +336,8 @@ if gluon is not None:
         ring stage at byte ``stage_byte`` of the kernel's shared memory, VEC (2 or 4) at a time.
         Inline PTX: through Gluon a barrier would come first, as if threads read each other's copies."""
         idx = gl.arange(0, CHUNK, layout=e_layout)
-        if VEC == 4:
-            return gl.inline_asm_elementwise(f"""{{
-                .reg .u32 a;
-                cp.async.wait_group {AHEAD};
-                mov.u32 a, global_smem;
-                add.u32 a, a, $4;
-                ld.shared.v4.b32 {{$0, $1, $2, $3}}, [a];
-                }}""", "=r,=r,=r,=r,r,r,r,r", [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=4)
-        else:
-            return gl.inline_asm_elementwise(f"""{{
-                .reg .u32 a;
-                cp.async.wait_group {AHEAD};
-                mov.u32 a, global_smem;
-                add.u32 a, a, $2;
-                ld.shared.v2.b32 {{$0, $1}}, [a];
-                }}""", "=r,=r,r,r", [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=2)
+        return gl.inline_asm_elementwise(_ring_read_asm(AHEAD, VEC), _ring_read_constraints(VEC),
+                                         [stage_byte + 4 * idx], dtype=gl.int32, is_pure=False, pack=VEC)
 
     @gluon.jit
     def _scatter(first, ent_ptr, start, end, slot_byte, e_layout: gl.constexpr, CHUNK: gl.constexpr):
