@@ -243,11 +243,11 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, nvmma_layout(tuple(block), b.dtype))
     chunk = chunk_size(tiles, config.num_warps)
     kernel = _spmm_scatter_kernel[grid](
-        tiles.tile_ptr, tiles.entries, x_desc, out, b if bias is None else bias, partial, counts,
+        tiles.tile_ptr, tiles.entries, tiles.capacity // 4, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
-        X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
+        FIXED=tiles.capacity > 0, X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -300,10 +300,19 @@ if gluon is not None:
             }""", "=r,r,r,r", [slot_byte + off, e, ok.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
-    def _tile_bounds(row_tiles, step, steps, SPLIT_K: gl.constexpr):
-        """Entries [start, end) of the program's tile at ``step`` (empty past its last step)."""
-        tile = row_tiles + step * SPLIT_K
-        return 4 * gl.load(tile, mask=step < steps, other=0), 4 * gl.load(tile + 1, mask=step < steps, other=0)
+    def _tile_bounds(row_tiles, first_tile, capacity_fours, step, steps, SPLIT_K: gl.constexpr, FIXED: gl.constexpr):
+        """Entries [start, end) of the program's tile at ``step`` (empty past its last step): where
+        every list holds 4 x ``capacity_fours`` entries (FIXED), computed from the program's
+        ``first_tile``; else read from ``row_tiles`` (its first tile's place in ``tile_ptr``). Both
+        come in fours, so the compiler knows the copies 16-byte aligned."""
+        if FIXED:
+            start = 4 * ((first_tile + step * SPLIT_K) * capacity_fours)
+            end = start + 4 * capacity_fours * (step < steps).to(gl.int32)
+        else:
+            tile = row_tiles + step * SPLIT_K
+            start = 4 * gl.load(tile, mask=step < steps, other=0)
+            end = 4 * gl.load(tile + 1, mask=step < steps, other=0)
+        return start, end
 
     @gluon.jit
     def _fetch_entries(ring, ent_ptr, stage, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr,
@@ -371,12 +380,13 @@ if gluon is not None:
     @gluon.jit
     def _spmm_scatter_kernel(
         # A as scatter tiles (stuning.formats.scatter), X through TMA (X^T's descriptor when X_T)
-        tile_ptr, ent_ptr, x_desc,
+        tile_ptr, ent_ptr, capacity_fours, x_desc,
         # Y (M x N, any strides), the bias, and the split-K workspace
         y_ptr, bias_ptr, partial_ptr, count_ptr,
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
-        SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, X_T: gl.constexpr,
+        SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, FIXED: gl.constexpr,
+        X_T: gl.constexpr,
         HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
@@ -417,16 +427,18 @@ if gluon is not None:
         # Each thread copies the entries it later reads itself, so only its own cp.async groups are
         # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
         # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring.
-        # The bounds of the steps i .. i + AHEAD stay in registers, each read a step before its copy.
-        row_tiles = tile_ptr + pid_m * K_TILES + pid_k
-        start, end = _tile_bounds(row_tiles, 0, steps, SPLIT_K)
+        # The bounds of the steps i .. i + AHEAD stay in registers, each read a step before its copy
+        # (or computed where the lists have one capacity: the first copy then waits for no load).
+        first_tile = pid_m * K_TILES + pid_k
+        row_tiles = tile_ptr + first_tile
+        start, end = _tile_bounds(row_tiles, first_tile, capacity_fours, 0, steps, SPLIT_K, FIXED)
         _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, num_warps)
-        start1, end1 = _tile_bounds(row_tiles, 1, steps, SPLIT_K)
+        start1, end1 = _tile_bounds(row_tiles, first_tile, capacity_fours, 1, steps, SPLIT_K, FIXED)
         if AHEAD == 3:
             _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, num_warps)
-            start2, end2 = _tile_bounds(row_tiles, 2, steps, SPLIT_K)
+            start2, end2 = _tile_bounds(row_tiles, first_tile, capacity_fours, 2, steps, SPLIT_K, FIXED)
             _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, num_warps)
-            start3, end3 = _tile_bounds(row_tiles, 3, steps, SPLIT_K)
+            start3, end3 = _tile_bounds(row_tiles, first_tile, capacity_fours, 3, steps, SPLIT_K, FIXED)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         # The previous step's entries: its slot is cleared where they were stored (no entries at first).
         last = gl.zeros((CHUNK,), gl.int32, e_layout)
@@ -439,7 +451,8 @@ if gluon is not None:
             else:
                 _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, num_warps)
             # Handed on at the loop's end: by then the load has had the whole step.
-            start_next, end_next = _tile_bounds(row_tiles, i + AHEAD + 1, steps, SPLIT_K)
+            start_next, end_next = _tile_bounds(row_tiles, first_tile, capacity_fours, i + AHEAD + 1, steps, SPLIT_K,
+                                                FIXED)
             first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, VEC, e_layout, CHUNK)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)

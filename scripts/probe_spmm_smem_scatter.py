@@ -12,6 +12,7 @@ flushed); a failure is recorded with its error, not raised.
     python3 scripts/probe_spmm_smem_scatter.py       # $OUT/spmm_smem_scatter_probe.json, a table last
     PROBE_NS=128 PROBE_SPARSITIES=0.9 PROBE_CONFIGS=64x128x128:4:2 python3 scripts/probe_spmm_smem_scatter.py
     PROBE_NS=2048 PROBE_SPLITS=1,2 python3 scripts/probe_spmm_smem_scatter.py
+    PROBE_LAYOUTS=fixed,listed ...   # each config with A's lists of one capacity, then of their own
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from stuning.kernels import spmm_scatter
 from stuning.kernels.spmm import SpMMConfig
 
 import stuning
+from stuning.formats import scatter as scatter_format
+from stuning.formats.scatter import ScatterTiles
 
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,64,128,256").split(",")]
 SPARSITIES = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.9,0.95,0.98").split(",")]
@@ -36,6 +39,23 @@ SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 spmm_scatter.CLEAR_BY_ENTRIES = os.environ.get("PROBE_CLEAR", "1") == "1"
 # PROBE_SLICES_MAX: the most splits that meet in slices (more add atomically).
 spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scatter.SLICES_MAX_SPLIT))
+# PROBE_LAYOUTS: time each config on A's lists padded to one capacity ("fixed": bounds computed), on
+# lists of their own lengths ("listed": bounds read from tile_ptr), or both; unset, the library's choice.
+LAYOUTS = [v for v in os.environ.get("PROBE_LAYOUTS", "").split(",") if v]
+
+
+def use_layout(a, bm: int, bk: int, layout: str) -> None:
+    """Put the ``layout`` tiles of ``a`` where the launcher finds them (built once per layout)."""
+    key = ("probe", layout, bm, bk)
+    if key not in a.cache:
+        a.cache.pop(ScatterTiles.cache_key(bm, bk), None)
+        saved = scatter_format.FIXED_CAPACITY_SLACK
+        scatter_format.FIXED_CAPACITY_SLACK = float("inf") if layout == "fixed" else 0.0
+        try:
+            a.cache[key] = ScatterTiles.from_csr(a, bm, bk)
+        finally:
+            scatter_format.FIXED_CAPACITY_SLACK = saved
+    a.cache[ScatterTiles.cache_key(bm, bk)] = a.cache[key]
 
 
 def configs(n: int):
@@ -69,9 +89,12 @@ def main() -> int:
         row = {"m": M, "k": K, **spmm_baseline_row(p, False), "scatter": {}}
         for bm, bk, bn, split_k, stages, warps in configs(p.n):
             cfg = SpMMConfig(bm, bk, bn, 1, False, warps, stages, "scatter", split_k=split_k)
-            label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}"
-            run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
-            row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
+            for layout in LAYOUTS or [""]:
+                label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}" + (f":{layout}" if layout else "")
+                if layout:
+                    use_layout(p.a, bm, bk, layout)
+                run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
+                row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
         rows.append(row)
         print(json.dumps(row), flush=True)
         write_results(rows, "spmm_smem_scatter_probe.json")  # each row: a call cut short keeps the rest

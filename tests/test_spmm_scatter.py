@@ -20,6 +20,7 @@ from stuning.kernels.target import H100_BUDGET, DeviceBudget
 
 import stuning
 from stuning import CSRMatrix
+from stuning.formats import scatter as scatter_format
 from stuning.formats.scatter import PADDING, ScatterTiles, slot_offsets
 from stuning.tuning.cost_model.spmm import scatter_terms
 from stuning.tuning.device import spec_for
@@ -34,7 +35,9 @@ def scatter_config(bm=64, bk=64, bn=16, split=1, stages=2) -> spmm_kernel.SpMMCo
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=DTYPE_NAMES.get)
 @pytest.mark.parametrize("m,k,bm,bk", [(100, 200, 64, 64), (130, 300, 128, 128), (7, 70, 64, 128), (64, 64, 64, 64)])
-def test_tiles_decode_to_the_matrix(gen, dtype, m, k, bm, bk):
+@pytest.mark.parametrize("slack", [0.0, float("inf")], ids=["listed", "fixed"])
+def test_tiles_decode_to_the_matrix(gen, dtype, m, k, bm, bk, slack, monkeypatch):
+    monkeypatch.setattr(scatter_format, "FIXED_CAPACITY_SLACK", slack)
     dense = random_sparse(m, k, 0.2, dtype, gen)
     a = CSRMatrix.from_dense(dense, pad_to=4)
     tiles = ScatterTiles.from_csr(a, bm, bk)
@@ -44,18 +47,42 @@ def test_tiles_decode_to_the_matrix(gen, dtype, m, k, bm, bk):
     assert tiles.tile_ptr.numel() == -(-m // bm) * k_tiles + 1
     counts = (tiles.tile_ptr[1:] - tiles.tile_ptr[:-1]) * 4
     assert int(counts.sum()) == tiles.padded_entries
-    # Per tile: offsets of real entries distinct, even, inside the tile's image; under four padding.
-    e = tiles.entries.to(torch.int64) & 0xFFFFFFFF
-    offsets = e >> 16
-    start = 0
+    fixed = slack == float("inf")
+    assert (tiles.capacity > 0) == fixed and tiles.capacity % 4 == 0
+    if fixed:
+        # Tile t's list at t * capacity: the kernel computes it without reading tile_ptr.
+        assert bool((counts == tiles.capacity).all())
+    # Per tile: offsets of real entries distinct, even, inside the tile's image; padding under four
+    # entries in a list of its own length, and in the longest list of one capacity.
+    offsets = (tiles.entries.to(torch.int64) & 0xFFFFFFFF) >> 16
+    start, longest = 0, 0
     for count in counts.tolist():
         off = offsets[start:start + count]
         real = off != PADDING
-        assert real.sum() > count - 4
+        longest = max(longest, int(real.sum()))
+        assert fixed or real.sum() > count - 4
         assert off[real].unique().numel() == int(real.sum())
         assert bool((off[real] % 2 == 0).all() and (off[real] < bm * bk * 2).all())
         start += count
+    assert longest > int(counts.max()) - 4
     assert ScatterTiles.from_csr(a, bm, bk) is tiles, "built once per tile shape"
+
+
+def test_lists_take_one_capacity_only_where_they_are_even(gen):
+    """Uniform sparsity pads every list to the longest; a band of empty tiles (or dense ones) keeps
+    each list its own length, where one capacity would multiply the memory."""
+    dense = random_sparse(512, 1024, 0.1, torch.float16, gen)
+    tiles = ScatterTiles.from_csr(CSRMatrix.from_dense(dense, pad_to=4), 64, 128)
+    counts = torch.bincount(((dense != 0).nonzero()[:, 0] // 64) * 8 + (dense != 0).nonzero()[:, 1] // 128)
+    assert tiles.capacity == int((counts + 3).max()) // 4 * 4, "the longest list, padded to fours"
+    assert tiles.padded_entries <= scatter_format.FIXED_CAPACITY_SLACK * tiles.nnz + 4 * counts.numel()
+    dense[64:192] = 0
+    blocky = ScatterTiles.from_csr(CSRMatrix.from_dense(dense, pad_to=4), 64, 128)
+    assert blocky.capacity == 0 and blocky.padded_entries < tiles.padded_entries
+    assert torch.equal(blocky.to_dense(), dense)
+    assert scatter_format.fixed_capacity(torch.tensor([12, 12, 8])) == 12, "12 <= 1.25 x the mean of 10.7"
+    assert scatter_format.fixed_capacity(torch.tensor([8, 8, 16])) == 0, "16 > 1.25 x the mean of 10.7 (8, 8, 16)"
+    assert scatter_format.fixed_capacity(torch.zeros(3, dtype=torch.int64)) == 0
 
 
 def store_wavefronts(tiles: ScatterTiles) -> tuple[int, int]:
@@ -200,11 +227,13 @@ def _gpu_kernel_or_skip():
 @pytest.mark.parametrize("config", GPU_CONFIGS,
                          ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
-@pytest.mark.parametrize("slices", [True, False], ids=["split-slices", "split-atomics"])
+# Each way of meeting splits with one layout of A's lists: one capacity (bounds computed) or each its own.
+@pytest.mark.parametrize("slices", [True, False], ids=["split-slices-fixed", "split-atomics-listed"])
 def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
     from stuning.kernels.split_k import split_k_workspace
 
     _gpu_kernel_or_skip()
+    monkeypatch.setattr(scatter_format, "FIXED_CAPACITY_SLACK", float("inf") if slices else 0.0)
     if not slices:
         monkeypatch.setattr(spmm_scatter, "SLICES_MAX_BYTES", 0)
     for m, k, n in GPU_SHAPES:
@@ -217,6 +246,7 @@ def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
         b = randn(k, n, dtype=dtype, gen=device_gen)
         ref = spmm_ref(dense, b)
         what = f"{m}x{k}x{n} {cfg}"
+        assert (ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity > 0) == slices, what
         assert spmm_scatter.takes(b), what
         assert_close(stuning.spmm(a, b, config=cfg), ref, tol, what)
         # X read as X^T (SparseLinear's input), and Y^T with a bias written into a NaN-filled buffer.
@@ -246,6 +276,7 @@ def test_scatter_kernel_dense_and_empty_tiles(device_gen, dtype, tol, clear_by_e
     a = CSRMatrix.from_dense(dense)
     b = randn(k, n, dtype=dtype, gen=device_gen)
     for cfg in (scatter_config(bn=64), scatter_config(bm=128, bk=128, bn=64, split=2, stages=3)):
+        assert ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity == 0, "uneven lists keep their lengths"
         assert_close(stuning.spmm(a, b, config=cfg), spmm_ref(dense, b), tol, str(cfg))
 
 
