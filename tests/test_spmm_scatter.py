@@ -266,18 +266,22 @@ def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
 @pytest.mark.parametrize("clear_by_entries", [True, False], ids=["clear-entries", "clear-whole"])
 def test_scatter_kernel_dense_and_empty_tiles(device_gen, dtype, tol, clear_by_entries, monkeypatch):
-    """Dense tiles overflow a chunk (and their slots are then cleared whole), empty ones have none."""
+    """Dense tiles overflow a chunk (and their slots are then cleared whole), empty ones have none:
+    lists of their own lengths; then all tiles dense, lists of one capacity longer than a chunk."""
     _gpu_kernel_or_skip()
     monkeypatch.setattr(spmm_scatter, "CLEAR_BY_ENTRIES", clear_by_entries)
     m, k, n = 192, 384, 64
     dense = randn(m, k, dtype=dtype, gen=device_gen)
+    full = randn(256, k, dtype=dtype, gen=device_gen)  # whole bands of 128 rows: every list alike
     dense[64:128] = 0  # a band of empty tiles
     dense[:, 128:256] = 0
-    a = CSRMatrix.from_dense(dense)
     b = randn(k, n, dtype=dtype, gen=device_gen)
-    for cfg in (scatter_config(bn=64), scatter_config(bm=128, bk=128, bn=64, split=2, stages=3)):
-        assert ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity == 0, "uneven lists keep their lengths"
-        assert_close(stuning.spmm(a, b, config=cfg), spmm_ref(dense, b), tol, str(cfg))
+    for matrix, fixed in ((dense, False), (full, True)):
+        a = CSRMatrix.from_dense(matrix)
+        for cfg in (scatter_config(bn=64), scatter_config(bm=128, bk=128, bn=64, split=2, stages=3)):
+            capacity = ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity
+            assert capacity == (cfg.rows * cfg.nnz_step if fixed else 0), (cfg, capacity)
+            assert_close(stuning.spmm(a, b, config=cfg), spmm_ref(matrix, b), tol, f"{cfg}, capacity {capacity}")
 
 
 @pytest.mark.gpu
