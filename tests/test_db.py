@@ -108,6 +108,24 @@ def test_dense_time_round_trips_and_is_optional():
             DBEntry.from_json(e.to_json() | {"dense_us": bad})
 
 
+def test_searched_kernels_round_trip_and_merge_into_their_union():
+    """An entry records the kernels its search's space held; the faster of two entries was faster
+    than everything the other timed, so the kept one covers both spaces."""
+    with_scatter = dataclasses.replace(entry(9.0, {"c": 1}), tuner={"strategy": "x", "trials": 3, "seconds": 1.0,
+                                                                    "kernels": ["csr", "scatter", "sell"]})
+    assert DBEntry.from_json(json.loads(json.dumps(with_scatter.to_json()))) == with_scatter
+    older = entry(5.0, {"c": 2})  # no record: tuned before entries kept one
+    for a, b in ((older, with_scatter), (with_scatter, older)):
+        kept = merge_entries(a, b)
+        assert kept.best.time_us == 5.0 and kept.tuner["kernels"] == ["csr", "scatter", "sell"]
+    narrow = dataclasses.replace(older, tuner=dict(with_scatter.tuner, kernels=["csr", "sell"]))
+    assert merge_entries(narrow, with_scatter).tuner["kernels"] == ["csr", "scatter", "sell"]
+    assert "kernels" not in merge_entries(older, entry(6.0, {"c": 3})).tuner
+    for bad in (["sell", "csr"], "csr", ["csr", "csr"], [""], [1]):
+        with pytest.raises(ValueError, match="tuner.kernels"):
+            DBEntry.from_json(with_scatter.to_json() | {"tuner": dict(with_scatter.tuner, kernels=bad)})
+
+
 def test_merged_entries_keep_the_lower_dense_time():
     fast, slow = entry(5.0, {"c": 1}), entry(8.0, {"c": 2}, dense_us=20.0)
     assert merge_entries(fast, slow).dense_us == 20.0 == merge_entries(slow, fast).dense_us

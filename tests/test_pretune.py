@@ -177,6 +177,31 @@ def test_refresh_tunes_answered_problems_again_from_their_stored_configs(db_dir,
     assert (plain.tuned, plain.skipped) == (0, 4)
 
 
+def test_problems_whose_search_never_tried_a_kernel_are_tuned_again(db_dir, fake_measuring):
+    """After an upgrade adds a kernel to a problem's space, a stored measurement no longer answers."""
+    from stuning.tuning.search import Budget
+
+    model = _twin_model()
+    assert stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False).tuned == 4
+    (path,) = db_dir.glob("*.json")
+    doc = json.loads(path.read_text())
+    kernels = {tuple(e["tuner"]["kernels"]) for e in doc["entries"].values()}
+    assert len(kernels) == 1 and "sell" in next(iter(kernels))
+    (k1, e1), (k2, e2), (k3, e3), (k4, e4) = sorted(doc["entries"].items())
+    e1["tuner"]["kernels"] = [k for k in e1["tuner"]["kernels"] if k != "sell"]  # searched without sell
+    del e2["tuner"]["kernels"]
+    e2["updated"] = "2026-11-22T00:00:00+00:00"  # no record, tuned before sell joined (2026-11-23)
+    del e3["tuner"]["kernels"]  # no record, tuned after every kernel of its space joined
+    path.write_text(json.dumps(doc))
+    SELECTOR.reset()
+    again = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False)
+    assert (again.tuned, again.skipped) == (2, 2)
+    assert {p.key for p in again.problems if p.status == "tuned"} == {k1, k2}
+    entries = _entries(path)
+    assert entries[k1]["tuner"]["kernels"] == entries[k4]["tuner"]["kernels"] == entries[k2]["tuner"]["kernels"]
+    assert "kernels" not in entries[k3]["tuner"]
+
+
 @pytest.mark.gpu
 def test_measured_pretune_on_the_gpu_then_skipped(db_dir, monkeypatch):
     from stuning.tuning.search import Budget

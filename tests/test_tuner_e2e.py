@@ -28,6 +28,8 @@ def test_model_only_tune_end_to_end_in_the_interpreter(db_dir):
     assert entry["measured"] is False and entry["best"]["time_us"] is None  # a prediction, labelled so
     assert entry["best"]["config"] == outcome.best_config.as_dict()
     assert entry["tuner"]["strategy"] == "model"
+    # What the search could pick from, so that a kernel added later shows the entry as untried.
+    assert entry["tuner"]["kernels"] == list(outcome.kernels) and {"csr", "sell"} <= set(outcome.kernels)
     assert doc["device"]["name"] == "NVIDIA H100 SXM"
 
 

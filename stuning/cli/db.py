@@ -1,4 +1,5 @@
-"""``stuning db``: list, show, merge, export, prune the tuning databases and list lookup misses."""
+"""``stuning db``: list, show, merge, export, prune the tuning databases; list lookup misses and the
+entries whose search never tried a kernel the library has now."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def register(sub) -> None:
     q.add_argument("out", type=Path)
     q.add_argument("--measured-only", action="store_true", help="leave out model-only predictions")
     add("misses", "problems looked up at run time with no entry, most frequent first", _misses)
+    q = add("untried", "entries tuned before a kernel joined their op's space: re-tune them (pretune does)", _untried)
+    q.add_argument("--op", default=None)
     q = add("prune", "drop the entries tuned on another device, Triton version or kernel revision from FILE", _prune)
     q.add_argument("file", type=Path)
     q.add_argument("--triton", default=None,
@@ -118,6 +121,34 @@ def _misses(args) -> int:
     con.print(table(f"lookup misses on {db.device_name}", ["key", "count", "op"], rows))
     if rows:
         con.print("tune them with `stuning tune` (or `stuning pretune` for a model's weights)")
+    return EXIT_OK
+
+
+def _untried(args) -> int:
+    from stuning.tuning.coverage import untried_kernels
+    from stuning.tuning.registry import budget_of
+    from stuning.tuning.session import target_spec
+
+    db = _open(args)
+    budget = budget_of(target_spec(db.device_name))
+    found = {}
+    for key, entry in sorted(db.entries().items()):
+        if args.op is None or entry.op == args.op:
+            untried = untried_kernels(entry, budget)
+            if untried:
+                found[key] = (entry, untried)
+    if args.json:
+        print_json({"device": db.device_name, "entries": {k: {"kernel": e.best.config.get("kernel"),
+                                                               "time_us": e.best.time_us, "untried": u}
+                                                           for k, (e, u) in found.items()}})
+        return EXIT_OK
+    rows = [[k, e.best.config.get("kernel", ""), fmt_us(e.best.time_us), ", ".join(u), e.updated[:10]]
+            for k, (e, u) in found.items()]
+    con = console()
+    con.print(table(f"{db.device_name}: {len(rows)} entries never tried a kernel of their space",
+                    ["key", "best kernel", "us", "never tried", "tuned"], rows))
+    if rows:
+        con.print("`stuning pretune` re-tunes a model's such problems; `stuning tune` any problem")
     return EXIT_OK
 
 

@@ -19,7 +19,8 @@ def register(sub) -> None:
         "pretune", help="sparsify a model's weights and tune every distinct sparse product into the database",
         description="Build a model (--model) or read its weights (--weights), sparsify its linear and convolution "
         "layers as stuning.sparsify does, and tune each distinct (op, shape, sparsity, dtype, tokens) problem once. "
-        "Problems already in the database are skipped, so an interrupted run resumes.",
+        "Problems already in the database are skipped, so an interrupted run resumes; those tuned before a "
+        "kernel of their space existed are tuned again (`stuning db untried` lists them).",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="MODULE:FUNCTION",

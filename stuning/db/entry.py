@@ -202,7 +202,14 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     if timer_revision(a.env) != timer_revision(b.env):
         return replace(max(a, b, key=lambda e: timer_revision(e.env)), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
-    return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]))
+    return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), tuner=_united_tuner(winner, a, b))
+
+
+def _united_tuner(winner: DBEntry, a: DBEntry, b: DBEntry) -> dict:
+    """The winner's tuner record with the kernels both searches covered: the winner beat every config
+    the other timed, so its time is the best over both spaces (an unrecorded space adds nothing)."""
+    kernels = sorted({*a.tuner.get("kernels", ()), *b.tuner.get("kernels", ())})
+    return dict(winner.tuner) | ({"kernels": kernels} if kernels else {})
 
 
 def union_top_k(items, k: int = TOP_K) -> list:

@@ -21,7 +21,8 @@ and an entry is::
       "top_k": [{"config": ..., "time_us": ...}, ...],
       "predicted_us": number | null,
       "measured": bool,                       # false: a model-only result, every time_us is null
-      "tuner": {"strategy": str, "trials": int, "seconds": number},
+      "tuner": {"strategy": str, "trials": int, "seconds": number,
+                "kernels": [str, ...]},       # optional: the kernels the searched space held
       "env": {"device": str | null, "triton": str | null, "torch": str | null,
               "kernel": str,                  # optional: the op's kernel revision, absent for "1"
               "timer": str},                  # optional: the timer's revision, absent for "1"
@@ -61,6 +62,9 @@ TIMED_CONFIG_FIELDS = ("config", "time_us")
 FAILED_FIELDS = ("config", "status", "message")
 MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
 TUNER_FIELDS = ("strategy", "trials", "seconds")
+# The kernels the searched space held (sorted names); absent in entries tuned before it was recorded,
+# whose search the kernels' dates in stuning.tuning.coverage tell instead.
+TUNER_OPTIONAL_FIELDS = ("kernels",)
 ENV_FIELDS = ("device", "triton", "torch")
 # The op's kernel revision and the timer's; each absent in entries of its first revision.
 ENV_OPTIONAL_FIELDS = ("kernel", "timer")
@@ -141,7 +145,11 @@ def validate_entry(obj, where: str = "entry") -> None:
     _check(obj["predicted_us"] is None or _is_time(obj["predicted_us"]),
            f"{where}.predicted_us must be a non-negative number or null")
     tuner = obj["tuner"]
-    _check_fields(tuner, TUNER_FIELDS, f"{where}.tuner")
+    _check_fields(tuner, TUNER_FIELDS, f"{where}.tuner", optional=TUNER_OPTIONAL_FIELDS)
+    if "kernels" in tuner:
+        kernels = tuner["kernels"]
+        _check(isinstance(kernels, list) and all(isinstance(k, str) and k for k in kernels)
+               and kernels == sorted(set(kernels)), f"{where}.tuner.kernels must be a sorted list of distinct names")
     _check(isinstance(tuner["strategy"], str), f"{where}.tuner.strategy must be a string")
     _check(_is_int(tuner["trials"]) and tuner["trials"] >= 0, f"{where}.tuner.trials must be an integer >= 0")
     _check(_is_time(tuner["seconds"]), f"{where}.tuner.seconds must be a non-negative number")

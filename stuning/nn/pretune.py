@@ -245,12 +245,19 @@ def answers(held, measuring: bool, refresh: bool = False) -> bool:
     """Whether the stored entry ``held`` (or None) already answers a pretune run.
 
     A prediction does not answer a measuring run; a measurement answers any run, unless an older
-    timer took it: its times do not compare, so the search runs again with its configs as seeds.
-    A measuring ``refresh`` run takes nothing as answered.
+    timer took it (its times do not compare) or its search never tried a kernel the problem's space
+    has on this device now (``stuning.tuning.coverage``): the search then runs again with its
+    configs as seeds. A measuring ``refresh`` run takes nothing as answered.
     """
     if held is None or (refresh and measuring):
         return False
-    return not measuring or (held.measured and timer_revision(held.env) >= int(TIMER_REVISION))
+    if not measuring:
+        return True
+    from stuning.kernels.target import device_budget
+    from stuning.tuning.coverage import untried_kernels
+
+    return (held.measured and timer_revision(held.env) >= int(TIMER_REVISION)
+            and not untried_kernels(held, device_budget()))
 
 
 def tune_one(p: PretuneProblem, weight: SparseWeight, db, measuring: bool, *, run_device, refresh: bool = False,

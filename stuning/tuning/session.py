@@ -115,7 +115,8 @@ def outcome_to_entry(outcome) -> DBEntry:
         top_k=top,
         predicted_us=outcome.predicted_us,
         measured=outcome.measured,
-        tuner={"strategy": outcome.strategy, "trials": outcome.timed, "seconds": round(outcome.seconds, 3)},
+        tuner={"strategy": outcome.strategy, "trials": outcome.timed, "seconds": round(outcome.seconds, 3)}
+        | ({"kernels": list(outcome.kernels)} if outcome.kernels else {}),
         failed=[f for f in outcome.failed if f.status in RECORDED_STATUSES],
         dense_us=outcome.dense_us if outcome.measured else None,
     )

@@ -40,6 +40,7 @@ class TuneOutcome:
     # [FailedConfig]: this run's failures (every status) united with the excluded records passed in.
     failed: list = field(default_factory=list)
     dense_us: float | None = None  # the problem done dense, timed after the search (measuring runs)
+    kernels: tuple = ()  # the kernels the valid space held, sorted: what the search could pick from
 
     @property
     def speedup_vs_dense(self) -> float | None:
@@ -146,11 +147,17 @@ def tune(
         ],
         timed=result.timed,
         space=len(space),
+        kernels=space_kernels(space),
         seconds=time.perf_counter() - start,
         failures=dict(Counter(t.status for t in failed)),
         failed=union_failed([*(FailedConfig.make(t.config.as_dict(), t.status, t.message) for t in failed),
                              *carried]),
     )
+
+
+def space_kernels(space) -> tuple[str, ...]:
+    """The kernels a config space holds, sorted (the database records them with each entry)."""
+    return tuple(sorted({c.kernel for c in space}))
 
 
 def _exclusions(exclude: Iterable | None) -> tuple[set[str], list[FailedConfig]]:

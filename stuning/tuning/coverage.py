@@ -1,0 +1,52 @@
+"""Search coverage: which database entries were tuned before a kernel joined their op's config space.
+
+A lookup returns a problem's entry as it is, and ``pretune`` skips problems the database holds, so a
+kernel added to the library never competes for problems tuned before it: on the H200 such entries
+ran up to 1.9x slower than a re-tune (BENCHMARKS.md 8b). An entry records the kernels its searched
+space held (``tuner.kernels``); entries written before that record existed are judged by the date
+each kernel joined its op's space, against the entry's ``updated``.
+
+Whether a kernel is in a problem's space depends on the device and on this installation (the Gluon
+kernels need sm_90 and Triton 3.6), so an entry is stale for the machine that asks.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from stuning.db.entry import DBEntry
+from stuning.kernels.target import DeviceBudget
+from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.registry import family
+
+# When each kernel joined its op's config space (UTC; the commit that added it). Kernels of the first
+# release are absent: no entry predates them.
+KERNELS_JOINED: dict[str, dict[str, str]] = {
+    "spmm": {"sell": "2026-11-23T11:30:23+00:00", "scatter": "2026-11-24T13:49:03+00:00"},
+    "sddmm": {"tiled": "2026-11-23T11:33:37+00:00"},
+    "semi24": {"hopper": "2026-11-24T05:40:51+00:00", "sparse_mma": "2026-11-24T17:02:51+00:00",
+               "wgmma_sp": "2026-11-24T22:02:20+00:00"},
+}
+
+
+def searched_kernels(entry: DBEntry) -> set[str] | None:
+    """The kernels the entry's search covered, where it recorded them (else None)."""
+    kernels = entry.tuner.get("kernels")
+    return None if kernels is None else set(kernels)
+
+
+def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
+    """The kernels of the entry's problem's space on ``budget``'s device that its search never
+    covered (sorted; empty: up to date)."""
+    features = ProblemFeatures(entry.op, entry.dtype, dict(entry.features))
+    try:
+        space = family(entry.op).space(features, budget)
+    except (KeyError, TypeError, ValueError):  # features of another layout: nothing to compare
+        return []
+    current = {c.kernel for c in space}
+    searched = searched_kernels(entry)
+    if searched is not None:
+        return sorted(current - searched)
+    joined = KERNELS_JOINED.get(entry.op, {})
+    updated = datetime.fromisoformat(entry.updated)
+    return sorted(k for k in current if k in joined and updated < datetime.fromisoformat(joined[k]))
