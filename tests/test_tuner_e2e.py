@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -173,3 +174,12 @@ def test_seeds_are_the_own_entry_whole_and_only_the_best_of_each_neighbour(db_di
     seeds, nearby = seeds_from_db(open_db(), spmm_features(a, 32))
     assert [(c.rows, c.num_warps) for c in seeds] == [(2, 2), (2, 4)]
     assert [(c.rows, c.num_warps) for c in nearby] == [(1, 2)]  # the neighbour's best, not its runners-up
+    # An own entry whose search never tried a kernel of today's space (here: tuned before the
+    # sliced-ELL kernel joined) seeds only its best, so a short search reaches the new kernel.
+    db = open_db()
+    key = key_for(spmm_features(a, 32))
+    old = db.get(key)
+    db.put(dataclasses.replace(old, tuner=dict(old.tuner, kernels=["csr"])), key)
+    db.save()
+    seeds, _ = seeds_from_db(open_db(), spmm_features(a, 32))
+    assert [(c.rows, c.num_warps) for c in seeds] == [(2, 2)]

@@ -8,8 +8,9 @@ import warnings
 
 import torch
 
-from stuning.kernels.target import interpreting
+from stuning.kernels.target import DeviceBudget, device_budget, interpreting
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
+from stuning.tuning.coverage import untried_kernels
 from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 from stuning.tuning.objective import KernelObjective
 from stuning.tuning.precompile import precompile
@@ -48,17 +49,22 @@ def require_measuring(strategy: str) -> None:
         )
 
 
-def seeds_from_db(db, features: ProblemFeatures) -> tuple[list, list]:
+def seeds_from_db(db, features: ProblemFeatures, budget: DeviceBudget | None = None) -> tuple[list, list]:
     """Configs the database suggests (other Triton versions and devices included): every stored
     config of the problem's own entry, to try first, and the best of each of the nearest other
-    entries, to try alternately with the model's favourites (``tuner.seeded_ranking``)."""
+    entries, to try alternately with the model's favourites (``tuner.seeded_ranking``).
+
+    An own entry whose search never tried a kernel the space has on ``budget``'s device (default:
+    this one) gives only its best: its other configs are of the old kernels, and a short search
+    spent on them would never reach the new one (BENCHMARKS.md 8b)."""
     fam = family(features.op)
     own_key = key_for(features)
     own, nearby = [], []
     for entry in db.seeds(features.op, features.dtype, features.values, k=5,
                           feature_names=NEAREST_FEATURES[features.op]):
         mine = key_for(ProblemFeatures(entry.op, entry.dtype, dict(entry.features))) == own_key
-        for timed in [entry.best, *entry.top_k] if mine else [entry.best]:
+        whole = mine and not untried_kernels(entry, budget or device_budget())
+        for timed in [entry.best, *entry.top_k] if whole else [entry.best]:
             try:
                 config = fam.repair(fam.config_from_dict(timed.config), features)
             except (TypeError, ValueError):
@@ -122,7 +128,7 @@ def tune_problem(
     db = db if db is not None else open_db(spec.name if device_name else None)
     features = problem.features
     model = model_for(db, spec)
-    seeds, nearby = seeds_from_db(db, features)
+    seeds, nearby = seeds_from_db(db, features, budget_of(spec))
     key = key_for(features)
     known_failures = known_failures_of(db, key)
     objective = None
