@@ -247,7 +247,8 @@ def answers(held, measuring: bool, refresh: bool = False) -> bool:
     A prediction does not answer a measuring run; a measurement answers any run, unless an older
     timer took it (its times do not compare) or its search never tried a kernel the problem's space
     has on this device now (``stuning.tuning.coverage``): the search then runs again with its
-    configs as seeds. A measuring ``refresh`` run takes nothing as answered.
+    configs as seeds (only its best in the second case). A measuring ``refresh`` run takes nothing
+    as answered.
     """
     if held is None or (refresh and measuring):
         return False

@@ -7,7 +7,8 @@ space held (``tuner.kernels``); entries written before that record existed are j
 each kernel joined its op's space, against the entry's ``updated``.
 
 Whether a kernel is in a problem's space depends on the device and on this installation (the Gluon
-kernels need sm_90 and Triton 3.6), so an entry is stale for the machine that asks.
+kernels need sm_90 and Triton 3.6), so which kernels an entry never tried depends on the machine
+that asks.
 """
 
 from __future__ import annotations

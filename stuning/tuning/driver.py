@@ -56,7 +56,7 @@ def seeds_from_db(db, features: ProblemFeatures, budget: DeviceBudget | None = N
 
     An own entry whose search never tried a kernel the space has on ``budget``'s device (default:
     this one) gives only its best: its other configs are of the old kernels, and a short search
-    spent on them would never reach the new one (BENCHMARKS.md 8b)."""
+    spent on them would never reach the new one (BENCHMARKS.md 8c)."""
     fam = family(features.op)
     own_key = key_for(features)
     own, nearby = [], []
