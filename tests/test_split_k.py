@@ -59,4 +59,3 @@ def test_split_k_epilogue_sums_every_split_and_leaves_its_workspace_reusable(dev
         assert not counts.any(), "the counters were not reset"
         if not slices:
             assert not partial.any(), "add_split left its buffer dirty"
-

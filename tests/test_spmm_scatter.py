@@ -73,7 +73,8 @@ def test_lists_take_one_capacity_only_where_they_are_even(gen):
     each list its own length, where one capacity would multiply the memory."""
     dense = random_sparse(512, 1024, 0.1, torch.float16, gen)
     tiles = ScatterTiles.from_csr(CSRMatrix.from_dense(dense, pad_to=4), 64, 128)
-    counts = torch.bincount(((dense != 0).nonzero()[:, 0] // 64) * 8 + (dense != 0).nonzero()[:, 1] // 128)
+    rows, cols = (dense != 0).nonzero().unbind(1)
+    counts = torch.bincount((rows // 64) * 8 + cols // 128)
     assert tiles.capacity == int((counts + 3).max()) // 4 * 4, "the longest list, padded to fours"
     assert tiles.padded_entries <= scatter_format.FIXED_CAPACITY_SLACK * tiles.nnz + 4 * counts.numel()
     dense[64:192] = 0

@@ -30,12 +30,6 @@ KERNELS_JOINED: dict[str, dict[str, str]] = {
 }
 
 
-def searched_kernels(entry: DBEntry) -> set[str] | None:
-    """The kernels the entry's search covered, where it recorded them (else None)."""
-    kernels = entry.tuner.get("kernels")
-    return None if kernels is None else set(kernels)
-
-
 def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     """The kernels of the entry's problem's space on ``budget``'s device that its search never
     covered (sorted; empty: up to date)."""
@@ -45,9 +39,9 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     except (KeyError, TypeError, ValueError):  # features of another layout: nothing to compare
         return []
     current = {c.kernel for c in space}
-    searched = searched_kernels(entry)
+    searched = entry.tuner.get("kernels")
     if searched is not None:
-        return sorted(current - searched)
+        return sorted(current - set(searched))
     joined = KERNELS_JOINED.get(entry.op, {})
     updated = datetime.fromisoformat(entry.updated)
     return sorted(k for k in current if k in joined and updated < datetime.fromisoformat(joined[k]))
