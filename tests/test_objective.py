@@ -99,3 +99,51 @@ def test_the_output_is_laid_out_as_the_layer_writes_it(dev):
     objective = KernelObjective(problem)
     objective.check(config)
     assert objective.timed(config)().stride() == (1, 24)
+
+
+def test_trials_are_timed_short_and_finalists_longer(monkeypatch):
+    """The default timers: ``SCREEN_TIMING`` for each trial, ``RETIME_TIMING`` for re-timing; a
+    caller's own timer does both unless it gives a retimer too."""
+    from stuning.tuning import objective as objective_module
+    from stuning.tuning.objective import KernelObjective
+    from stuning.tuning.timing import RETIME_TIMING, SCREEN_TIMING
+
+    asked = []
+    monkeypatch.setattr(objective_module, "bench_us", lambda fn, **settings: (asked.append(settings), (1.0, "x"))[1])
+    problem = build_problem(CASES["spmm"], device="cpu", seed=7)
+    objective = KernelObjective(problem)
+    objective.timer(lambda: None)
+    objective.retimer(lambda: None)
+    assert asked == [SCREEN_TIMING, RETIME_TIMING]
+    assert SCREEN_TIMING["graph_rep_ms"] < RETIME_TIMING["graph_rep_ms"]
+
+    own = KernelObjective(problem, timer=lambda fn: 3.0)
+    assert own.retimer(lambda: None) == 3.0
+
+
+def test_a_tune_keeps_the_retimed_times_of_all_its_finalists():
+    """Screened times can be a few percent off: every config a tune keeps is re-timed with the
+    objective's retimer, and those times (not the screened ones) rank them and are stored."""
+    from stuning.tuning.objective import KernelObjective
+    from stuning.tuning.search import Budget
+    from stuning.tuning.tuner import TOP_K, tune
+
+    problem = build_problem(SpMMCase(64, 64, 16, 0.8, 0.0, "fp16"), device="cpu", seed=7)
+    space = family("spmm").space(problem.features)
+    screened = {c: 10.0 + i for i, c in enumerate(space)}  # configs in the space's order, fastest first
+    retimed = {c: 100.0 - i for i, c in enumerate(space)}  # the re-timing reverses every pair
+
+    class Recorded(KernelObjective):
+        def __call__(self, config):
+            return screened[config]
+
+        def timed(self, config):
+            return config  # what the retimer gets: the config itself, nothing runs
+
+    outcome = tune(problem.features, objective=Recorded(problem, retimer=retimed.__getitem__),
+                   strategy="model+optuna", budget=Budget(max_trials=12))
+    kept = [family("spmm").config_from_dict(t["config"]) for t in outcome.top_k]
+    assert len(kept) == TOP_K
+    assert [t["time_us"] for t in outcome.top_k] == sorted(retimed[c] for c in kept)
+    assert all(t["time_us"] == retimed[c] for t, c in zip(outcome.top_k, kept, strict=True))
+    assert outcome.best_time_us == min(retimed[c] for c in kept)

@@ -132,3 +132,15 @@ def test_flushed_graph_time_on_the_gpu():
     assert torch.equal(out, x * 2.0)
     buffer = timing._flush_buffer()
     assert buffer.numel() * buffer.element_size() >= 2 * torch.cuda.get_device_properties(0).L2_cache_size
+
+
+def test_bench_us_gives_the_graph_timer_its_own_replay_time(monkeypatch, timers):
+    """A search screens configs with short replays (``SCREEN_TIMING``) and re-times the finalists
+    longer: each setting must reach the graph timer, which times every call under 100 us."""
+    asked = []
+    monkeypatch.setattr(timing, "flushed_graph_us", lambda fn, rep_ms: asked.append(rep_ms) or 22.0)
+    timers.update(do_bench=50.0, host=5.0)
+    timing.bench_us(lambda: None, rep_ms=40)
+    timing.bench_us(lambda: None, rep_ms=40, graph_rep_ms=8)
+    timing.bench_us(lambda: None, **timing.SCREEN_TIMING)
+    assert asked == [40, 8, timing.SCREEN_TIMING["graph_rep_ms"]]

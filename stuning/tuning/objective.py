@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from stuning.tuning.search.base import TrialFailure
-from stuning.tuning.timing import bench_us
+from stuning.tuning.timing import RETIME_TIMING, SCREEN_TIMING, bench_us
 
 # Relative Frobenius error allowed against the reference, per dtype (fp32 accumulation throughout).
 TOLERANCE = {"float32": 1e-4, "float16": 3e-3, "bfloat16": 2e-2}
@@ -33,12 +33,17 @@ def classify_failure(e: Exception) -> TrialFailure:
 
 class KernelObjective:
     """``config -> time_us`` for one problem (a ``tuning.problems.Problem``), checking every config's
-    result before timing it."""
+    result before timing it.
 
-    def __init__(self, problem, *, timer: Callable[[Callable[[], object]], float] | None = None):
+    ``timer`` times each trial (default: ``bench_us`` with ``SCREEN_TIMING``); ``retimer`` re-times a
+    search's finalists (default: ``RETIME_TIMING``, or ``timer`` where only that is given)."""
+
+    def __init__(self, problem, *, timer: Callable[[Callable[[], object]], float] | None = None,
+                 retimer: Callable[[Callable[[], object]], float] | None = None):
         self.problem = problem
         self.tolerance = TOLERANCE[problem.features.dtype]
-        self.timer = timer or (lambda fn: bench_us(fn)[0])
+        self.timer = timer or (lambda fn: bench_us(fn, **SCREEN_TIMING)[0])
+        self.retimer = retimer or timer or (lambda fn: bench_us(fn, **RETIME_TIMING)[0])
         self._timed_out: torch.Tensor | None = None
 
     def check(self, config) -> None:

@@ -16,14 +16,21 @@ GRAPH_BELOW_US = 100.0  # launch overhead (tens of us through a Python launcher)
 # ~80-150 us of host time on a ~22 us kernel, and do_bench timed some of its configs at 116-219 us
 # (BENCHMARKS.md 7s): over GRAPH_BELOW_US, so they were never re-timed in a graph, and lost.
 HOST_BOUND_SHARE = 0.25
+# A search times many configs and keeps a few (BENCHMARKS.md 8d, H200): ``bench_us``'s defaults took
+# ~1 s a config, these ~0.1 s, their times within 3% of the defaults' and the same best of each 12.
+# A tuning run then re-times its finalists in turn with RETIME_TIMING (~0.25 s, within 2%).
+SCREEN_TIMING = {"warmup_ms": 5, "rep_ms": 10, "graph_rep_ms": 10}
+RETIME_TIMING = {"warmup_ms": 10, "rep_ms": 25, "graph_rep_ms": 25}
 
 
-def bench_us(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100) -> tuple[float, str]:
+def bench_us(fn: Callable[[], object], *, warmup_ms: float = 25, rep_ms: float = 100,
+             graph_rep_ms: float | None = None) -> tuple[float, str]:
     """Median time of ``fn`` in microseconds and the method used ("do_bench" or "cudagraph").
 
     ``do_bench`` flushes L2 between runs; a kernel under ``GRAPH_BELOW_US``, or one whose launch
     takes ``HOST_BOUND_SHARE`` of that time on the host, is re-timed as CUDA-graph replays
-    (``flushed_graph_us``, L2 flushed too) so that the launch overhead of Python does not dominate it.
+    (``flushed_graph_us``, L2 flushed too, ``graph_rep_ms`` of replays; default ``rep_ms``) so that
+    the launch overhead of Python does not dominate it.
     """
     import torch
     import triton.testing
@@ -33,7 +40,7 @@ def bench_us(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100
         return t, "do_bench"
     try:
         with torch.cuda.stream(torch.cuda.Stream()):
-            g = flushed_graph_us(fn, rep_ms=rep_ms)
+            g = flushed_graph_us(fn, rep_ms=rep_ms if graph_rep_ms is None else graph_rep_ms)
         return g, "cudagraph"
     except Exception:  # some launches cannot be captured (host syncs); keep the eager time
         return t, "do_bench"

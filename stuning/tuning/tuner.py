@@ -20,7 +20,9 @@ from stuning.tuning.search import DEFAULT_STRATEGY, Budget, RecordingObjective, 
 from stuning.tuning.timing import retime_alternating
 
 TOP_K = 5  # configs kept per database entry
-RETIME_TOP = 3
+# Configs re-timed after a search: all it keeps, since a search's quick timings (SCREEN_TIMING) can
+# be a few percent off and rank close finalists either way.
+RETIME_TOP = TOP_K
 
 
 @dataclass
@@ -122,7 +124,7 @@ def tune(
         # The final few are re-timed in turn, so drift between early and late trials cannot pick them.
         contenders = [t.config for t in top[:RETIME_TOP]]
         medians = retime_alternating(
-            {c: objective.timed(c) for c in contenders}, timer=objective.timer
+            {c: objective.timed(c) for c in contenders}, timer=objective.retimer
         )
         times.update(medians)
     preds = dict(ranked)
