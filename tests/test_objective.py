@@ -147,3 +147,19 @@ def test_a_tune_keeps_the_retimed_times_of_all_its_finalists():
     assert [t["time_us"] for t in outcome.top_k] == sorted(retimed[c] for c in kept)
     assert all(t["time_us"] == retimed[c] for t, c in zip(outcome.top_k, kept, strict=True))
     assert outcome.best_time_us == min(retimed[c] for c in kept)
+
+
+@pytest.mark.parametrize("x_transposed", [False, True])
+def test_a_layer_problem_times_the_dense_layer_its_fallback_runs(dev, x_transposed):
+    """The dense baseline of a layer's problem is what ``dense_fallback`` would run instead:
+    ``F.linear`` on X^T, giving Y (N x M), not W @ X in cuBLAS's other layout."""
+    import torch.nn as nn
+
+    import stuning
+
+    model = nn.Sequential(nn.Linear(40, 24))
+    stuning.sparsify(model, sparsity=0.8, min_size=0)
+    problem = model[0].sparse_weight.tuning_problem(16, device=dev, x_transposed=x_transposed, y_transposed=True)
+    y = problem.dense_run()
+    assert y.shape == (16, 24) and y.is_contiguous()
+    assert_close(y.t(), problem.reference.double(), 1e-2)

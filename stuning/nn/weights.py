@@ -137,7 +137,8 @@ class SparseWeight(ABC):
         """A ``stuning.tuning.problems.Problem`` of ``W @ X`` on this very weight: random X (K x N;
         ``x_transposed``: a transposed view of an N x K tensor, as a layer passes it), a run per config
         through the public op (``y_transposed``: into a transposed view of a fresh N x M tensor, as
-        ``SparseLinear`` writes), an fp32 reference, and the dense product it replaces."""
+        ``SparseLinear`` writes), an fp32 reference, and the dense product it replaces: the dense
+        layer's own ``F.linear`` on X^T (N x K, contiguous), which ``dense_fallback`` runs."""
         from stuning.tuning.problems import Problem
 
         dtype = dtype or self.dtype
@@ -157,8 +158,11 @@ class SparseWeight(ABC):
         def run(config, out=None):
             return weight._launch(x, config, new_output() if out is None else out, None)
 
+        # Not W @ X: cuBLAS runs that in another layout, and the speed of one is no verdict on the
+        # other (BENCHMARKS.md 8d).
+        x_rows = x.t() if x_transposed else x.t().contiguous()
         return Problem(None, weight.features(n, x_transposed=x_transposed), run, reference, {"w": weight, "x": x},
-                       lambda: dense @ x, new_output)
+                       lambda: torch.nn.functional.linear(x_rows, dense), new_output)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""
