@@ -158,8 +158,8 @@ class SparseWeight(ABC):
         def run(config, out=None):
             return weight._launch(x, config, new_output() if out is None else out, None)
 
-        # Not W @ X: cuBLAS runs that in another layout, and the speed of one is no verdict on the
-        # other (BENCHMARKS.md 8d).
+        # The product the layer would run instead, so that pretune compares the two it chooses
+        # between (W @ X ran within 2% of it on the H200, scripts/probe_dense_baselines.py).
         x_rows = x.t() if x_transposed else x.t().contiguous()
         return Problem(None, weight.features(n, x_transposed=x_transposed), run, reference, {"w": weight, "x": x},
                        lambda: torch.nn.functional.linear(x_rows, dense), new_output)
