@@ -38,7 +38,8 @@ def calls(monkeypatch):
 def pretuned(db_dir, fake_measuring, monkeypatch):
     """Pretune with every config at 5 us and the dense products at 2.5 us (64 x 64: dense wins) and
     10 us (48 x 64: the kernel wins), then forget the run's cached answers as a new process would."""
-    monkeypatch.setattr(driver, "bench_us", lambda fn: ({64: 2.5, 48: 10.0}[fn().shape[0]], "do_bench"))
+    # The dense baseline is the layer's own F.linear: Y is N x M, so M is its second size.
+    monkeypatch.setattr(driver, "bench_us", lambda fn: ({64: 2.5, 48: 10.0}[fn().shape[1]], "do_bench"))
 
     def run(model):
         report = stuning.pretune(model, tokens=[TOKENS], budget=Budget(max_trials=2), progress=False)
