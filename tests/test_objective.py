@@ -152,7 +152,7 @@ def test_a_tune_keeps_the_retimed_times_of_all_its_finalists():
 @pytest.mark.parametrize("x_transposed", [False, True])
 def test_a_layer_problem_times_the_dense_layer_its_fallback_runs(dev, x_transposed):
     """The dense baseline of a layer's problem is what ``dense_fallback`` would run instead:
-    ``F.linear`` on X^T, giving Y (N x M), not W @ X in cuBLAS's other layout."""
+    ``F.linear`` on X^T, giving Y (N x M), not W @ X."""
     import torch.nn as nn
 
     import stuning
