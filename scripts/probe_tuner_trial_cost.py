@@ -1,7 +1,7 @@
 """Where a tuning trial's wall time goes, and how much shorter timing changes what a search sees.
 
-A 20 s `stuning tune` of one SpMM problem timed 13 configs on the H200 (BENCHMARKS.md 8b), out of a
-space of ~940. For each of the cost model's favourite configs of a few problems this measures the
+A 20 s `stuning tune` of one SpMM problem timed 9-18 configs on the H200 (BENCHMARKS.md 8b, 8d), out
+of a space of ~940. For each of the cost model's favourite configs of a few problems this measures the
 first check (compile, run, compare with the reference) and then ``bench_us`` with the tuner's
 settings (do_bench 25 + 100 ms, graph replays 100 ms) twice and with shorter settings three times:
 the wall time of each and the times it returns. Shorter settings pay if their times rank configs
