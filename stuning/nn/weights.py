@@ -138,7 +138,7 @@ class SparseWeight(ABC):
         ``x_transposed``: a transposed view of an N x K tensor, as a layer passes it), a run per config
         through the public op (``y_transposed``: into a transposed view of a fresh N x M tensor, as
         ``SparseLinear`` writes), an fp32 reference, and the dense product it replaces: the dense
-        layer's own ``F.linear`` on X^T (N x K, contiguous), which ``dense_fallback`` runs."""
+        layer's own ``F.linear`` on X^T (N x K), which ``dense_fallback`` runs."""
         from stuning.tuning.problems import Problem
 
         dtype = dtype or self.dtype
@@ -159,10 +159,10 @@ class SparseWeight(ABC):
             return weight._launch(x, config, new_output() if out is None else out, None)
 
         # The product the layer would run instead, so that pretune compares the two it chooses
-        # between (W @ X ran within 2% of it on the H200, scripts/probe_dense_baselines.py).
-        x_rows = x.t() if x_transposed else x.t().contiguous()
+        # between. X^T is a view where X is contiguous: cuBLAS reads either layout within 2%
+        # (scripts/probe_dense_baselines.py), and a copy would hold another X for the whole search.
         return Problem(None, weight.features(n, x_transposed=x_transposed), run, reference, {"w": weight, "x": x},
-                       lambda: torch.nn.functional.linear(x_rows, dense), new_output)
+                       lambda: torch.nn.functional.linear(x.t(), dense), new_output)
 
     def cast(self, *, dtype=None, device=None) -> SparseWeight:
         """This weight with its values in ``dtype`` on ``device`` (itself when nothing changes)."""

@@ -30,6 +30,11 @@ KERNELS_JOINED: dict[str, dict[str, str]] = {
 }
 
 
+def space_kernels(space) -> tuple[str, ...]:
+    """The kernels a config space holds, sorted (the database records them with each entry)."""
+    return tuple(sorted({c.kernel for c in space}))
+
+
 def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     """The kernels of the entry's problem's space on ``budget``'s device that its search never
     covered (sorted; empty: up to date)."""
@@ -38,7 +43,7 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
         space = family(entry.op).space(features, budget)
     except (KeyError, TypeError, ValueError):  # features of another layout: nothing to compare
         return []
-    current = {c.kernel for c in space}
+    current = set(space_kernels(space))
     searched = entry.tuner.get("kernels")
     if searched is not None:
         return sorted(current - set(searched))

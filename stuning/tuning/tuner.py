@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from stuning.db import FailedConfig
 from stuning.db.entry import speedup_over_dense, union_failed
 from stuning.tuning.cost_model import CostModel
+from stuning.tuning.coverage import space_kernels
 from stuning.tuning.device import DeviceSpec, local_spec
 from stuning.tuning.features import ProblemFeatures
 from stuning.tuning.objective import KernelObjective
@@ -121,7 +122,7 @@ def tune(
         raise RuntimeError(f"every {features.op} config tried failed ({dict(statuses)})")
     times = {t.config: t.time_us for t in top}
     if result.measured and isinstance(objective, KernelObjective) and len(top) > 1:
-        # The final few are re-timed in turn, so drift between early and late trials cannot pick them.
+        # The kept configs are re-timed in turn, so drift between early and late trials cannot pick them.
         contenders = [t.config for t in top[:RETIME_TOP]]
         medians = retime_alternating(
             {c: objective.timed(c) for c in contenders}, timer=objective.retimer
@@ -155,11 +156,6 @@ def tune(
         failed=union_failed([*(FailedConfig.make(t.config.as_dict(), t.status, t.message) for t in failed),
                              *carried]),
     )
-
-
-def space_kernels(space) -> tuple[str, ...]:
-    """The kernels a config space holds, sorted (the database records them with each entry)."""
-    return tuple(sorted({c.kernel for c in space}))
 
 
 def _exclusions(exclude: Iterable | None) -> tuple[set[str], list[FailedConfig]]:
