@@ -10,6 +10,7 @@ from naive import TOL, assert_close, captured_graph, randn
 from torch import nn
 
 import stuning.nn.linear as linear_module
+import stuning.tuning.launch as launch
 from stuning.nn import SparseLinear
 
 # Kernel dtypes per format; 2:4 in fp32 is served by PyTorch (tested below).
@@ -197,19 +198,27 @@ def test_cuda_graph_capture_matches_linear(fmt, seed):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-def test_small_inputs_are_read_through_a_transposed_view(gen, monkeypatch, dtype):
+def test_inputs_are_read_through_a_transposed_view_and_copied_only_for_gathers(gen, monkeypatch, dtype):
     sparse, dense = _pruned("csr", dtype, gen)
     elt = torch.empty((), dtype=dtype).element_size()
-    monkeypatch.setattr(linear_module, "X_VIEW_MAX_BYTES", 6 * IN_FEATURES * elt)  # up to 6 tokens
-    seen = []
+    monkeypatch.setattr(launch, "X_VIEW_MAX_BYTES", 6 * IN_FEATURES * elt)  # up to 6 tokens gathered in place
+    handed, gathered = [], []
     real = sparse.sparse_weight.matmul
-    monkeypatch.setattr(sparse.sparse_weight, "matmul", lambda x, **kw: seen.append(x.stride()) or real(x, **kw))
+    monkeypatch.setattr(sparse.sparse_weight, "matmul", lambda x, **kw: handed.append(x.stride()) or real(x, **kw))
+
+    def spy(module, name, b_index):
+        kernel = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, **kw: gathered.append(a[b_index].stride()) or kernel(*a, **kw))
+
+    spy(launch.spmm_kernel, "spmm", 3)  # whichever gathering kernel the lookup picks
+    spy(launch.sell_kernel, "spmm_sell", 4)
     strided = randn(5, 2 * IN_FEATURES, dtype=dtype, gen=gen)[:, ::2]  # 5 tokens, every other column
     for x in (randn(1, IN_FEATURES, dtype=dtype, gen=gen), randn(6, IN_FEATURES, dtype=dtype, gen=gen), strided,
               randn(7, IN_FEATURES, dtype=dtype, gen=gen)):
         with torch.no_grad():
             assert_close(sparse(x), _reference(dense, x), TOL[dtype], f"{tuple(x.shape)} tokens")
-    # One token is one contiguous column either way; up to 6 tokens X^T is a view of X's rows
-    # (made contiguous first when X was not); from 7 on a contiguous copy.
-    assert seen == [(1, IN_FEATURES), (1, IN_FEATURES), (1, IN_FEATURES), (7, 1)]
-    assert [sparse.reads_x_transposed(t) for t in (1, 2, 6, 7)] == [False, True, True, False]
+    # The layer hands on X^T as a view of X's rows (made contiguous first when X was not) at every
+    # size; the gathering kernels read it in place up to 6 tokens and a copy to rows from 7 on.
+    assert handed == [(1, IN_FEATURES)] * 4
+    assert gathered == [(1, IN_FEATURES)] * 3 + [(7, 1)]
+    assert [sparse.reads_x_transposed(t) for t in (1, 2, 6, 7, 8192)] == [False, True, True, True, True]

@@ -18,11 +18,6 @@ from stuning.kernels.target import interpreting
 from stuning.nn.weights import SparseWeight, weight_format
 
 BACKENDS = ("auto", "triton", "torch")
-# Up to this many bytes of X, SparseLinear hands the CSR kernel X^T as a transposed view instead of
-# a contiguous copy: every SM's L1 then holds X, so the element-wise gathers cost less than the copy
-# kernel (2.4-2.7 us). On the H200 at 16 tokens (BENCHMARKS.md 7g) the view won at 24 KB and 96 KB of
-# X (BERT's K = 768, 3072: 1-2.3 us a layer) and lost at 128 KB and more (Llama's K = 4096, 11008).
-X_VIEW_MAX_BYTES = 96 * 1024
 _warned: set[str] = set()
 
 
@@ -286,9 +281,8 @@ class SparseLinear(SparseLayer):
         return True
 
     def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
-        if self.sparse_weight.op != "spmm" or n <= 1:  # 2:4 loads X in dot tiles; one column is contiguous
-            return False
-        return n * self.in_features * (dtype or self.dtype).itemsize <= X_VIEW_MAX_BYTES
+        # 2:4 is keyed without a layout: its warpgroup kernel reads the view, the launcher copies for the others.
+        return self.sparse_weight.op == "spmm" and n > 1  # one column is contiguous either way
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check(x)
@@ -303,16 +297,15 @@ class SparseLinear(SparseLayer):
         x2 = x.reshape(-1, self.in_features)
         xt = x2.t()
         if self._use_triton:
-            # The kernels gather rows of X^T: a contiguous copy, unless X is small (X_VIEW_MAX_BYTES).
+            # The kernels read X^T as a view of X's rows: the scatter and 2:4 warpgroup kernels by TMA,
+            # at any size; the launcher copies it to rows for the kernels that gather (launch.py's
+            # gather_operand), inside what pretune times. A copy here, outside it, cost a Llama-7B MLP
+            # block at 8192 tokens 1.0 ms of 3.9 (BENCHMARKS.md 8e).
             # They write Y^T through Y's strides with the bias added: a transpose-and-add pass cost
             # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
-            # (writes_y_transposed tells pretune so: it tunes and checks the kernels this way too.)
+            # (reads_x_transposed and writes_y_transposed tell pretune so: it tunes and checks this way.)
             y = torch.empty(xt.shape[1], self.out_features, dtype=x.dtype, device=x.device)
-            # (the view's rows must be X's contiguous ones: what the tuned key says was timed). 2:4
-            # gets the view too: its warpgroup kernel reads X^T by TMA as it is (the copy cost 4-11 us
-            # a Llama-7B layer at 128 tokens, BENCHMARKS.md 7w) and the launcher copies for the others.
-            view = self.reads_x_transposed(xt.shape[1]) or self.sparse_weight.op == "semi24"
-            xt = x2.contiguous().t() if view else xt.contiguous()
+            xt = x2.contiguous().t()
             self._multiply(xt, requires_grad, out=y.t(), bias=self.bias)
         else:
             yt = self._multiply(xt, requires_grad)

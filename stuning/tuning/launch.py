@@ -19,6 +19,23 @@ from stuning.kernels import semi24_sparse_mma, semi24_wgmma_sp
 from stuning.kernels import spmm as spmm_kernel
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels import spmm_sell as sell_kernel
+from stuning.tuning.features import is_transposed
+
+# Up to this many bytes, the CSR and sliced-ELL kernels gather rows of B straight from a transposed
+# view (SparseLinear's X^T): every SM's L1 then holds B, and the element-wise gathers cost less than
+# the copy kernel (2.4-2.7 us). On the H200 at 16 tokens (BENCHMARKS.md 7g) the view won at 24 KB
+# and 96 KB (BERT's K = 768, 3072: 1-2.3 us a layer) and lost at 128 KB and more (Llama's K = 4096,
+# 11008). The scatter and 2:4 warpgroup kernels read the view by TMA at any size.
+X_VIEW_MAX_BYTES = 96 * 1024
+
+
+def gather_operand(b: torch.Tensor) -> torch.Tensor:
+    """B as the gathering kernels read it best: a transposed view over ``X_VIEW_MAX_BYTES`` copied to
+    rows. The copy is part of the launch, so a tune times it with the kernel it serves (a Llama-7B
+    MLP block at 8192 tokens spent 1.0 ms of its 3.9 in such copies made outside the timed launch)."""
+    if is_transposed(b) and b.numel() * b.element_size() > X_VIEW_MAX_BYTES:
+        return b.contiguous()
+    return b
 
 
 def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *,
@@ -32,6 +49,7 @@ def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *
         # Off sm_90, in the interpreter, or an X TMA cannot read: the CSR kernel runs the product.
         m, k = a.shape
         config = spmm_kernel.heuristic(spmm_kernel.SpMMProblem(m, k, b.shape[1], a.nnz, a.dtype, a.pad_to))
+    b = gather_operand(b)
     if config.kernel == "sell":
         s = SlicedELLMatrix.from_csr(a, config.rows, config.swizzle, config.nnz_step)
         return sell_kernel.spmm_sell(s.values, s.cols, s.slice_ptr, s.row_ids, b, m=a.shape[0],
