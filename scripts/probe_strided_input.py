@@ -2,8 +2,8 @@
 
 ``SparseLinear`` computes ``Y^T = W @ X^T`` with W in CSR. X arrives as (tokens x K), row-major, so
 X^T is a strided view: a row of it (what each nonzero gathers) is T elements K apart, one sector
-each, where the contiguous copy gives one sector for all T. Today the layer copies X^T first (one
-small kernel, about 2.6 us at 16 tokens: BENCHMARKS.md 7f) and passes the copy. At decode sizes X
+each, where the contiguous copy gives one sector for all T. Then (7g) the layer copied X^T first (one
+small kernel, about 2.6 us at 16 tokens: BENCHMARKS.md 7f) and passed the copy (since 8e the launch copies for the gathering kernels only). At decode sizes X
 is small enough (16 x 768 fp16 = 24 KB) for every SM's L1 to hold it, so the strided gathers may
 cost less than the copy.
 
@@ -11,7 +11,7 @@ For each weight shape (``PROBE_SHAPES``), sparsity (``PROBE_SPARSITIES``) and to
 (``PROBE_TOKENS``), fp16, uniform random zeros, timed as CUDA graphs behind an L2 flush:
 
 * ``dense``: ``F.linear(x, w)`` (cuBLAS);
-* ``copy``: the layer's path today, ``spmm(W, X^T.contiguous(), out=Y^T)`` with the tuned config;
+* ``copy``: the layer's path then, ``spmm(W, X^T.contiguous(), out=Y^T)`` with the tuned config;
 * ``strided``: ``spmm(W, X^T, out=Y^T)`` with the same config, and the best of a small config grid.
 
 Every output is checked against a float64 reference first.
