@@ -4,8 +4,8 @@
 X^T is a strided view: a row of it (what each nonzero gathers) is T elements K apart, one sector
 each, where the contiguous copy gives one sector for all T. Then (7g) the layer copied X^T first
 (one small kernel, about 2.6 us at 16 tokens: BENCHMARKS.md 7f) and passed the copy; since 8e the
-launch copies it for the gathering kernels only. At decode sizes X is small enough (16 x 768 fp16 = 24 KB) for every SM's L1 to hold it, so the strided gathers may
-cost less than the copy.
+launch copies it for the gathering kernels only. At decode sizes X is small enough (16 x 768 fp16
+= 24 KB) for every SM's L1 to hold it, so the strided gathers may cost less than the copy.
 
 For each weight shape (``PROBE_SHAPES``), sparsity (``PROBE_SPARSITIES``) and token count
 (``PROBE_TOKENS``), fp16, uniform random zeros, timed as CUDA graphs behind an L2 flush:
