@@ -44,6 +44,7 @@ def _spmm_sell_kernel(
     col_ptr,
     val_ptr,
     row_id_ptr,
+    capacity,
     # B (K x N) and Y (M x N), dense
     b_ptr,
     y_ptr,
@@ -61,14 +62,23 @@ def _spmm_sell_kernel(
     EVEN_N: tl.constexpr,
     OFFSETS_32: tl.constexpr,
     HAS_BIAS: tl.constexpr,
+    FIXED: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
     pid_n = tl.program_id(1)
 
     # Every slice holds SLICE_ROWS x (a multiple of STEP) entries: its offset is a multiple of both.
-    start = tl.multiple_of(tl.load(slice_ptr + pid_s).to(tl.int64), SLICE_ROWS * STEP)
-    end = tl.load(slice_ptr + pid_s + 1).to(tl.int64)
-    length = (end - start) // SLICE_ROWS
+    if FIXED:
+        # All slices hold `capacity` entries: the first loads of A wait for no load of slice_ptr.
+        # (In 64 bits, as the loaded offsets are: a 32-bit loop counter cost the 1-row loop 28 more
+        # instructions in sm_90a SASS, widening each step's index.)
+        entries = capacity.to(tl.int64)
+        start = tl.multiple_of(pid_s.to(tl.int64) * entries, SLICE_ROWS * STEP)
+        length = entries // SLICE_ROWS
+    else:
+        start = tl.multiple_of(tl.load(slice_ptr + pid_s).to(tl.int64), SLICE_ROWS * STEP)
+        end = tl.load(slice_ptr + pid_s + 1).to(tl.int64)
+        length = (end - start) // SLICE_ROWS
     slot = tl.arange(0, SLICE_ROWS)
     rows = tl.load(row_id_ptr + pid_s * SLICE_ROWS + slot).to(tl.int64)
 
@@ -115,11 +125,13 @@ def spmm_sell(
     slice_rows: int,
     step: int,
     config: SpMMConfig,
+    capacity: int = 0,
     out: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch the sliced-ELL SpMM on a ``SlicedELLMatrix``'s arrays (slices of ``slice_rows`` rows,
-    padded to multiples of ``step``) and dense ``b``; ``out`` and ``bias`` as for the CSR kernel."""
+    padded to multiples of ``step``; ``capacity``: the entries of every slice where all hold the
+    same, else 0) and dense ``b``; ``out`` and ``bias`` as for the CSR kernel."""
     if config.kernel != "sell":
         raise ValueError(f"spmm_sell: config.kernel is {config.kernel!r}, not 'sell'")
     if config.rows != slice_rows or step % config.nnz_step:
@@ -132,6 +144,9 @@ def spmm_sell(
     n_slices = slice_ptr.numel() - 1
     if row_ids.numel() != n_slices * slice_rows or n_slices * slice_rows < m:
         raise ValueError(f"spmm_sell: {row_ids.numel()} row ids for {n_slices} slices of {slice_rows} rows, M = {m}")
+    if capacity and (capacity % (slice_rows * step) or capacity * n_slices != values.numel()):
+        raise ValueError(f"spmm_sell: a capacity of {capacity} entries a slice does not fit {n_slices} slices of "
+                         f"{slice_rows} rows padded to multiples of {step} holding {values.numel()} entries")
     out = check_b_and_out("spmm_sell", values, b, m, out)
     check_bias("spmm_sell", bias, m, values)
     n = b.shape[1]
@@ -145,6 +160,7 @@ def spmm_sell(
         cols,
         values,
         row_ids,
+        capacity,
         b,
         out,
         values if bias is None else bias,
@@ -160,6 +176,7 @@ def spmm_sell(
         EVEN_N=n % config.block_n == 0,
         OFFSETS_32=offsets_fit_32_bits(b),
         HAS_BIAS=bias is not None,
+        FIXED=capacity > 0,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
@@ -167,11 +184,12 @@ def spmm_sell(
 
 
 # ------------------------------------------------------------------------------ config space
-# Slice heights: one row is the CSR kernel's rows=1 without its masks, and the CSR kernel covers it.
-_SLICE_ROWS = (2, 4, 8, 16, 32)
+# Slice heights. Slices of one row padded to one capacity make an ELL kernel that loads no row
+# pointer, which the CSR kernel's rows = 1 cannot skip.
+_SLICE_ROWS = (1, 2, 4, 8, 16, 32)
 
 
 def config_space(problem: SpMMProblem, budget: DeviceBudget | None = None) -> list[SpMMConfig]:
     """Every sliced-ELL config worth compiling for the problem on the device: the CSR kernel's tile
-    filters (registers, steps against the mean row length) over slices of 2 to 32 rows."""
+    filters (registers, steps against the mean row length) over slices of 1 to 32 rows."""
     return tile_configs(problem, budget, _SLICE_ROWS, "sell")

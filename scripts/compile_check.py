@@ -2,8 +2,8 @@
 
 Device time is scarce and a config Triton cannot compile costs a whole `pytest -m gpu` run to
 find. This compiles the configs tests/test_gpu.py parametrizes for the 2:4 and SpMM (CSR, sliced
-ELL) kernels, in fp16 and bf16 (2:4 also with a ragged K), with the ptxas that Triton's wheel
-carries, and names each failure. Use the Triton version of the GPU (3.6 there).
+ELL) kernels, in fp16 and bf16 (2:4 also with a ragged K, sliced ELL also with slices of their own
+lengths), with the ptxas that Triton's wheel carries, and names each failure. Use the Triton version of the GPU (3.6 there).
 
     python3 scripts/compile_check.py          # exit status 1 when any config fails to compile
 """
@@ -43,13 +43,14 @@ def main() -> int:
     for kernel, config, test in todo:
         spec, _ = sass_stats.KERNELS[kernel]
         for dtype in ("fp16", "bf16"):
-            for ragged in (False, True) if kernel == "semi24" else (False,):
+            # 2:4 also with a ragged K; sliced ELL with slices of their own lengths too
+            for ragged in (False, True) if kernel in ("semi24", "spmm-sell") else (False,):
                 try:
                     sass_stats.compile_config(spec, config, dtype, ragged)
                 except Exception as e:
                     failures += 1
                     reason = str(e).strip().splitlines()[-1][:160]
-                    print(f"FAIL {test} {dtype}{' ragged K' if ragged else ''}: {reason}", flush=True)
+                    print(f"FAIL {test} {dtype}{' ragged' if ragged else ''}: {reason}", flush=True)
     print(f"{len(todo)} configs of the GPU tests compiled for sm_90a (fp16, bf16): {failures} failures")
     return 1 if failures else 0
 

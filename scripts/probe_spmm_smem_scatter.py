@@ -28,7 +28,7 @@ from stuning.kernels import spmm_scatter
 from stuning.kernels.spmm import SpMMConfig
 
 import stuning
-from stuning.formats import scatter as scatter_format
+from stuning.formats import capacity as capacity_format
 from stuning.formats.scatter import ScatterTiles
 
 NS = [int(v) for v in os.environ.get("PROBE_NS", "16,64,128,256").split(",")]
@@ -49,12 +49,12 @@ def use_layout(a, bm: int, bk: int, layout: str) -> None:
     key = ("probe", layout, bm, bk)
     if key not in a.cache:
         a.cache.pop(ScatterTiles.cache_key(bm, bk), None)
-        saved = scatter_format.FIXED_CAPACITY_SLACK
-        scatter_format.FIXED_CAPACITY_SLACK = float("inf") if layout == "fixed" else 0.0
+        saved = capacity_format.FIXED_CAPACITY_SLACK
+        capacity_format.FIXED_CAPACITY_SLACK = float("inf") if layout == "fixed" else 0.0
         try:
             a.cache[key] = ScatterTiles.from_csr(a, bm, bk)
         finally:
-            scatter_format.FIXED_CAPACITY_SLACK = saved
+            capacity_format.FIXED_CAPACITY_SLACK = saved
     a.cache[ScatterTiles.cache_key(bm, bk)] = a.cache[key]
 
 

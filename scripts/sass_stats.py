@@ -109,8 +109,10 @@ KERNELS = {
         _spmm_config("csr")),
     "spmm-sell": (KernelSpec(
         spmm_sell._spmm_sell_kernel, "8x8x16:8:4:2,16x8x16:8:4:2,32x4x16:8:4:2,16x8x64:8:4:2,8x8x128:8:4:2",
+        # ragged: slices of their own lengths (slice_ptr loaded), else of one capacity
         lambda c, ragged: {"SLICE_ROWS": c.rows, "STEP": c.nnz_step, "BLOCK_N": c.block_n, "VEC": c.vec,
-                           "EVEN_N": True, "OFFSETS_32": not OFFSETS_64, "stride_bn": 1, "stride_yn": 1},
+                           "EVEN_N": True, "OFFSETS_32": not OFFSETS_64, "stride_bn": 1, "stride_yn": 1,
+                           "FIXED": not ragged},
         {"slice_ptr": "*i32", "col_ptr": "*i16", "row_id_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("sell")),
 }
@@ -195,7 +197,8 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default=None,
                     help="comma-separated; 2:4 BMxBNxBK:SPLIT_K:WARPS:STAGES, SpMM ROWSxSTEPxBN:VEC:WARPS:STAGES")
     ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
-    ap.add_argument("--ragged-k", action="store_true", help="2:4: compile the K-masked path (K not a multiple of BK)")
+    ap.add_argument("--ragged-k", action="store_true", help="2:4: compile the K-masked path (K not a multiple of BK); "
+                    "sliced ELL: slices of their own lengths rather than one capacity")
     ap.add_argument("--offsets-64", action="store_true", help="SpMM: B addressed with 64-bit offsets")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

@@ -60,6 +60,21 @@ def test_padding_is_zeros_at_columns_the_row_reads(gen, dtype):
             assert col == last  # in range, and the row's own last column (0 for empty rows)
 
 
+def test_slices_take_one_capacity_only_where_they_are_even(gen):
+    # Rows of 9 to 12 entries: every slice of 4 rows has a row of 12, the last (3 rows and padding) too.
+    lengths = torch.tensor([9, 12, 10, 11, 12, 9, 10, 9, 11, 10, 12])
+    even = sparse_from_lengths(lengths, 40, torch.float32, gen)
+    s = sell(even, slice_rows=4, sort_rows=False, step=4)
+    assert s.capacity == 4 * 12  # the longest slice's 12 entries a row (the last slice's too)
+    assert s.slice_lengths().tolist() == [12, 12, 12]
+    assert s.slice_ptr.tolist() == [0, 48, 96, 144]  # slice s starts at s * capacity
+    assert torch.equal(s.to_dense(), even) and s.nnz == int(lengths.sum())
+    # The padding test's rows: slices of 48, 32, 32 entries, and 48 > 1.25 x their mean of 37.3.
+    uneven = sparse_from_lengths(torch.tensor([3, 0, 9, 1, 5, 5, 2, 0, 7, 4, 6]), 20, torch.float32, gen)
+    assert sell(uneven, slice_rows=4, sort_rows=False, step=4).capacity == 0
+    assert sell(torch.zeros(8, 8), slice_rows=4, sort_rows=False, step=4).capacity == 0
+
+
 def test_sorting_is_the_csr_row_order(gen):
     dense = skewed_sparse(37, 40, 8, torch.float16, gen, cv=0.8, empty_rows=4)
     a = CSRMatrix.from_dense(dense)

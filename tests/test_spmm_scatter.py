@@ -20,7 +20,7 @@ from stuning.kernels.target import H100_BUDGET, DeviceBudget
 
 import stuning
 from stuning import CSRMatrix
-from stuning.formats import scatter as scatter_format
+from stuning.formats import capacity as capacity_format
 from stuning.formats.scatter import PADDING, ScatterTiles, slot_offsets
 from stuning.tuning.cost_model.spmm import scatter_terms
 from stuning.tuning.device import spec_for
@@ -37,7 +37,7 @@ def scatter_config(bm=64, bk=64, bn=16, split=1, stages=2) -> spmm_kernel.SpMMCo
 @pytest.mark.parametrize("m,k,bm,bk", [(100, 200, 64, 64), (130, 300, 128, 128), (7, 70, 64, 128), (64, 64, 64, 64)])
 @pytest.mark.parametrize("slack", [0.0, float("inf")], ids=["listed", "fixed"])
 def test_tiles_decode_to_the_matrix(gen, dtype, m, k, bm, bk, slack, monkeypatch):
-    monkeypatch.setattr(scatter_format, "FIXED_CAPACITY_SLACK", slack)
+    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", slack)
     dense = random_sparse(m, k, 0.2, dtype, gen)
     a = CSRMatrix.from_dense(dense, pad_to=4)
     tiles = ScatterTiles.from_csr(a, bm, bk)
@@ -76,14 +76,14 @@ def test_lists_take_one_capacity_only_where_they_are_even(gen):
     rows, cols = (dense != 0).nonzero().unbind(1)
     counts = torch.bincount((rows // 64) * 8 + cols // 128)
     assert tiles.capacity == int((counts + 3).max()) // 4 * 4, "the longest list, padded to fours"
-    assert tiles.padded_entries <= scatter_format.FIXED_CAPACITY_SLACK * tiles.nnz + 4 * counts.numel()
+    assert tiles.padded_entries <= capacity_format.FIXED_CAPACITY_SLACK * tiles.nnz + 4 * counts.numel()
     dense[64:192] = 0
     blocky = ScatterTiles.from_csr(CSRMatrix.from_dense(dense, pad_to=4), 64, 128)
     assert blocky.capacity == 0 and blocky.padded_entries < tiles.padded_entries
     assert torch.equal(blocky.to_dense(), dense)
-    assert scatter_format.fixed_capacity(torch.tensor([12, 12, 8])) == 12, "12 <= 1.25 x the mean of 10.7"
-    assert scatter_format.fixed_capacity(torch.tensor([8, 8, 16])) == 0, "16 > 1.25 x the mean of 10.7 (8, 8, 16)"
-    assert scatter_format.fixed_capacity(torch.zeros(3, dtype=torch.int64)) == 0
+    assert capacity_format.fixed_capacity(torch.tensor([12, 12, 8])) == 12, "12 <= 1.25 x the mean of 10.7"
+    assert capacity_format.fixed_capacity(torch.tensor([8, 8, 16])) == 0, "16 > 1.25 x the mean of 10.7 (8, 8, 16)"
+    assert capacity_format.fixed_capacity(torch.zeros(3, dtype=torch.int64)) == 0
 
 
 def store_wavefronts(tiles: ScatterTiles) -> tuple[int, int]:
@@ -234,7 +234,7 @@ def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
     from stuning.kernels.split_k import split_k_workspace
 
     _gpu_kernel_or_skip()
-    monkeypatch.setattr(scatter_format, "FIXED_CAPACITY_SLACK", float("inf") if slices else 0.0)
+    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", float("inf") if slices else 0.0)
     if not slices:
         monkeypatch.setattr(spmm_scatter, "SLICES_MAX_BYTES", 0)
     for m, k, n in GPU_SHAPES:

@@ -25,6 +25,7 @@ from stuning.kernels.spmm import SpMMConfig, SpMMProblem
 
 import stuning
 from stuning import CSRMatrix, SlicedELLMatrix
+from stuning.formats import capacity as capacity_format
 from stuning.tuning.registry import family
 
 DTYPES = ALL_DTYPES
@@ -65,6 +66,23 @@ def test_slice_heights_and_steps(gen, device, rows, step):
     for swizzle in (False, True):
         cfg = dataclasses.replace(SELL, rows=rows, nnz_step=step, block_n=16, swizzle=swizzle)
         assert_close(run(dense, b, cfg, device), spmm_ref(dense, b), TOL[torch.float32], str(cfg))
+
+
+@pytest.mark.parametrize("rows,step", [(1, 8), (4, 8), (8, 16)])
+@pytest.mark.parametrize("slack", [0.0, float("inf")], ids=["listed", "fixed"])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_slices_of_one_capacity_and_listed(gen, device, monkeypatch, dtype, tol, rows, step, slack):
+    # Any slack pads every slice to the longest (capacity > 0; the kernel computes each slice's
+    # start); none keeps each slice's own length (the kernel loads slice_ptr).
+    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", slack)
+    dense = skewed_sparse(M, K, MEAN_LEN, dtype, gen, cv=0.5, empty_rows=3)
+    b = randn(K, 19, dtype=dtype, gen=gen)
+    for swizzle in (False, True):
+        a = CSRMatrix.from_dense(dense.to(device))
+        assert (SlicedELLMatrix.from_csr(a, rows, swizzle, step).capacity > 0) == (slack > 0)
+        cfg = dataclasses.replace(SELL, rows=rows, nnz_step=step, block_n=16, swizzle=swizzle)
+        out = torch.full((M, 19), float("nan"), dtype=dtype, device=device)
+        assert_close(stuning.spmm(a, b.to(device), config=cfg, out=out), spmm_ref(dense, b), tol, str(cfg))
 
 
 def test_sorted_matches_unsorted_and_csr(gen, device):
@@ -153,6 +171,8 @@ def test_launchers_refuse_the_other_kernels_config(device):
         sell_kernel.spmm_sell(*args, m=8, slice_rows=4, step=8, config=dataclasses.replace(SELL, rows=8))
     with pytest.raises(ValueError, match="does not match the format"):
         sell_kernel.spmm_sell(*args, m=8, slice_rows=4, step=8, config=dataclasses.replace(SELL, nnz_step=16))
+    with pytest.raises(ValueError, match="a capacity of 12 entries a slice does not fit"):
+        sell_kernel.spmm_sell(*args, m=8, slice_rows=4, step=8, config=SELL, capacity=12)
     with pytest.raises(ValueError, match="unknown kernel 'ell'"):
         stuning.spmm(a, b, config={**SELL.as_dict(), "kernel": "ell"})
 
@@ -162,7 +182,7 @@ def test_union_config_space():
     f_problem = SpMMProblem(4096, 4096, 16, 4096 * 410, torch.float16)
     csr, sell = spmm_kernel.config_space(f_problem), sell_kernel.config_space(f_problem)
     assert {c.kernel for c in csr} == {"csr"} and {c.kernel for c in sell} == {"sell"}
-    assert {c.rows for c in sell} == {2, 4, 8, 16, 32} and {c.swizzle for c in sell} == {False, True}
+    assert {c.rows for c in sell} == {1, 2, 4, 8, 16, 32} and {c.swizzle for c in sell} == {False, True}
     from stuning.tuning.features import synthetic_spmm_features
 
     features = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16")

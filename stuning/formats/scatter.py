@@ -15,7 +15,7 @@ to a multiple of 4 with entries of offset 0xFFFF (never a real offset: real ones
 the kernel loads entries 16 bytes at a time, and ``tile_ptr`` counts fours. Only 16-bit values.
 
 Where the lists are about equally long (uniform sparsity: the longest padded list at most
-``FIXED_CAPACITY_SLACK`` times the mean), every list is padded to the longest, ``capacity``
+``capacity.FIXED_CAPACITY_SLACK`` times the mean), every list is padded to the longest, ``capacity``
 entries: tile t's list then starts at ``t * capacity``, and the kernel starts copying a program's
 first entries without first reading where they are (one trip to DRAM fewer before its first MMA).
 Uneven lists (skewed or blocky matrices) keep their own lengths (``capacity`` 0), where padding
@@ -32,15 +32,16 @@ from __future__ import annotations
 
 import torch
 
+from stuning.formats.capacity import fixed_capacity
 from stuning.formats.csr import CSRMatrix
 
 PADDING = 0xFFFF  # the offset of a padding entry
 _SWIZZLE_COLUMNS = 64  # 128 bytes of 16-bit values: one swizzle block's row
 _BANKS = 32  # of four bytes each
 _STORE_BLOCK = 128  # entries one warp stores in four instructions: 32 threads x 4 (module docstring)
-# Lists padded to the longest where it is at most this many times the mean (module docstring): with
-# uniform rows the longest 64 x 128 tile holds 1.05-1.2x the mean at 70-95% zeros, 1.3x at 98%.
-FIXED_CAPACITY_SLACK = 1.25
+# The kernel computes the bounds of up to 32 tiles past a program's last (four steps of eight
+# splits), masked off: their offsets must fit its int32 arithmetic too.
+_BOUNDS_AHEAD = 64
 
 
 def slot_offsets(rows: torch.Tensor, cols: torch.Tensor, block_m: int) -> torch.Tensor:
@@ -81,20 +82,6 @@ def store_positions(tile: torch.Tensor, offsets: torch.Tensor, counts: torch.Ten
     block, r = order // _STORE_BLOCK, order % _STORE_BLOCK
     lanes = torch.where(order < full, torch.full_like(size, _STORE_BLOCK // 4), (size - full) // 4)
     return block * _STORE_BLOCK + 4 * (r % lanes) + r // lanes
-
-
-def fixed_capacity(padded: torch.Tensor) -> int:
-    """The one length every list is padded to (``padded``: each tile's, in fours), or 0 where the
-    longest exceeds ``FIXED_CAPACITY_SLACK`` times the mean, or the kernel's int32 offsets (tile x
-    capacity) would overflow."""
-    if padded.numel() == 0:
-        return 0
-    longest = int(padded.max())
-    if longest == 0 or longest > FIXED_CAPACITY_SLACK * float(padded.float().mean()):
-        return 0
-    # The kernel also computes the bounds of up to 32 tiles past a program's last (four steps of eight
-    # splits), masked off.
-    return longest if longest * (padded.numel() + 64) < 2**31 else 0
 
 
 class ScatterTiles:
@@ -155,7 +142,7 @@ class ScatterTiles:
         tile, rows, cols, values = tile[order], rows[order], cols[order], values[order]
         counts = torch.bincount(tile, minlength=tiles)
         padded = (counts + 3) // 4 * 4
-        capacity = fixed_capacity(padded)
+        capacity = fixed_capacity(padded, spare=_BOUNDS_AHEAD)
         if capacity:
             padded = torch.full_like(padded, capacity)
         ptr = torch.zeros(tiles + 1, dtype=torch.int64, device=dev)

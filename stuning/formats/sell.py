@@ -12,6 +12,10 @@ small S or step are, and vectorized along the S rows (row-major would read S sep
 ``step`` entries, half a 32-byte sector each for fp16 and step 8). This is the layout of Kreutzer et
 al.'s SELL-C-sigma for the same reason.
 
+Where the slices are about equally long (``capacity.fixed_capacity``: uniform sparsity, rows not
+sorted), every slice is padded to the longest, ``capacity`` entries: slice s then starts at
+``s * capacity``, which the kernel computes rather than loads before its first loads of A.
+
 The last slice is padded to S rows too, so every slice holds ``S * L`` entries and every offset is a
 multiple of ``S * step``. Padding holds the value 0 at the row's last stored column (column 0 for
 an empty or padding row): an index in range, so the kernel needs no masks, and a column the row
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from stuning.formats.capacity import fixed_capacity
 from stuning.formats.csr import CSRMatrix
 from stuning.formats.stored import StoredValues
 
@@ -40,11 +45,13 @@ class SlicedELLMatrix(StoredValues):
 
     ``values`` and ``cols`` (padded entries, column-major within each slice), ``slice_ptr``
     (n_slices + 1 offsets into them) and ``row_ids`` (n_slices * slice_rows: the output row of each
-    slice row, -1 for the padding rows of the last slice).
+    slice row, -1 for the padding rows of the last slice); ``capacity``: the entries of every slice
+    where all are padded alike, else 0.
     """
 
     def __init__(self, values: torch.Tensor, cols: torch.Tensor, slice_ptr: torch.Tensor, row_ids: torch.Tensor,
-                 shape: tuple[int, int], *, slice_rows: int, step: int, sorted_rows: bool, nnz: int):
+                 shape: tuple[int, int], *, slice_rows: int, step: int, sorted_rows: bool, nnz: int,
+                 capacity: int = 0):
         self.values = values
         self.cols = cols
         self.slice_ptr = slice_ptr
@@ -54,6 +61,7 @@ class SlicedELLMatrix(StoredValues):
         self.step = int(step)
         self.sorted_rows = bool(sorted_rows)
         self.nnz = int(nnz)  # stored entries of the CSR matrix it came from (padding excluded)
+        self.capacity = int(capacity)
 
     @staticmethod
     def cache_key(slice_rows: int, sort_rows: bool, step: int) -> tuple:
@@ -89,6 +97,9 @@ class SlicedELLMatrix(StoredValues):
         slot_len[:m] = lengths[order]
         slice_len = slot_len.view(n_slices, s).amax(dim=1) if slots else slot_len[:0]
         slice_len = (slice_len + step - 1) // step * step
+        capacity = fixed_capacity(slice_len * s)
+        if capacity:
+            slice_len = torch.full_like(slice_len, capacity // s)
         slice_ptr = torch.zeros(n_slices + 1, dtype=torch.int64, device=dev)
         slice_ptr[1:] = torch.cumsum(slice_len * s, 0)
         total = int(slice_ptr[-1]) if n_slices else 0
@@ -112,7 +123,7 @@ class SlicedELLMatrix(StoredValues):
         row_ids[:m] = order.to(torch.int32)
         ptr_dtype = torch.int32 if total <= _INT32_MAX else torch.int64
         return cls(values, cols.to(column_dtype(k)), slice_ptr.to(ptr_dtype), row_ids, csr.shape, slice_rows=s,
-                   step=step, sorted_rows=sort_rows, nnz=csr.nnz)
+                   step=step, sorted_rows=sort_rows, nnz=csr.nnz, capacity=capacity)
 
     # ---------------------------------------------------------------------------------- queries
     @property
@@ -158,5 +169,6 @@ class SlicedELLMatrix(StoredValues):
         return (
             f"SlicedELLMatrix(shape=({m}, {k}), slice_rows={self.slice_rows}, step={self.step}, "
             f"sorted_rows={self.sorted_rows}, nnz={self.nnz}, padding={self.padding_ratio:.3f}x, "
+            f"capacity={self.capacity}, "
             f"cols={self.cols.dtype}, dtype={self.dtype}, device={self.device})"
         )
