@@ -37,7 +37,8 @@ from stuning.kernels.target import DeviceBudget
 # B's and Y's contiguous axis needs N's divisibility to keep vector loads (compiled for sm_90: with N
 # a multiple of 16, 8-byte B loads; unspecialized, scalar 2-byte ones). A launch compiles again only
 # when N moves to another divisibility class (multiple of 16 or not) or stops filling its tiles.
-@triton.jit
+# The capacity is not: it differs from weight to weight, and the kernel states what it knows of it.
+@triton.jit(do_not_specialize=["capacity"])
 def _spmm_sell_kernel(
     # A in sliced ELL
     slice_ptr,

@@ -3,7 +3,8 @@
 Device time is scarce and a config Triton cannot compile costs a whole `pytest -m gpu` run to
 find. This compiles the configs tests/test_gpu.py parametrizes for the 2:4 and SpMM (CSR, sliced
 ELL) kernels, in fp16 and bf16 (2:4 also with a ragged K, sliced ELL also with slices of their own
-lengths), with the ptxas that Triton's wheel carries, and names each failure. Use the Triton version of the GPU (3.6 there).
+lengths), with the ptxas that Triton's wheel carries, and names each failure. Use the Triton
+version of the GPU (3.6 there).
 
     python3 scripts/compile_check.py          # exit status 1 when any config fails to compile
 """

@@ -36,6 +36,7 @@ from stuning.kernels import spmm_sell as sell_kernel
 
 import stuning
 from stuning import CSRMatrix, Semi24Matrix, SlicedELLMatrix
+from stuning.formats import capacity as capacity_format
 
 pytestmark = pytest.mark.gpu
 
@@ -473,10 +474,12 @@ def test_spmm_no_recompile_on_size_change(device_gen):
     assert variants() == 2
 
 
-def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen):
+def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen, monkeypatch):
     # M and K are not kernel arguments at all. N is specialized on purpose (the N-tail mask is along
     # the contiguous axis, and vector loads need N's divisibility): a new N compiles again only when
-    # it leaves its class (multiple of 16 or not, filling its tiles or not).
+    # it leaves its class (multiple of 16 or not, filling its tiles or not). Slices of one capacity
+    # and of their own lengths are two forms; the capacity's value compiles nothing.
+    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", float("inf"))
     cfg = spmm_kernel.SpMMConfig(rows=8, nnz_step=16, block_n=64, vec=4, swizzle=True, num_warps=4, num_stages=1,
                                  kernel="sell")
 
@@ -498,6 +501,9 @@ def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen):
     assert variants() == 2, "spmm_sell compiled again for an N of the same divisibility class"
     launch(1000, 1024, 128, torch.bfloat16)
     assert variants() == 3
+    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", 0.0)
+    launch(1000, 1024, 128, torch.bfloat16)
+    assert variants() == 4, "slices of their own lengths are the other form"
 
 
 @pytest.mark.parametrize(
