@@ -185,12 +185,13 @@ def spmm_sell(
 
 
 # ------------------------------------------------------------------------------ config space
-# Slice heights. Slices of one row padded to one capacity make an ELL kernel that loads no row
-# pointer, which the CSR kernel's rows = 1 cannot skip.
-_SLICE_ROWS = (1, 2, 4, 8, 16, 32)
+# Slice heights: one row is the CSR kernel's rows=1 without its masks, and the CSR kernel covers it.
+# (Slices of one row and one capacity, an ELL kernel loading no row pointer, won none of 20 seeded
+# tunes at N = 16 and 128 on the H200, BENCHMARKS.md 8f, and were dropped again.)
+_SLICE_ROWS = (2, 4, 8, 16, 32)
 
 
 def config_space(problem: SpMMProblem, budget: DeviceBudget | None = None) -> list[SpMMConfig]:
     """Every sliced-ELL config worth compiling for the problem on the device: the CSR kernel's tile
-    filters (registers, steps against the mean row length) over slices of 1 to 32 rows."""
+    filters (registers, steps against the mean row length) over slices of 2 to 32 rows."""
     return tile_configs(problem, budget, _SLICE_ROWS, "sell")
