@@ -199,6 +199,25 @@ def test_model_optuna_climbs_each_kernel_kind_near_the_best(narrow_ranked):
     assert alone.best.config != optimum
 
 
+def test_model_optuna_times_the_seeded_head_whatever_the_model_predicts(ranked):
+    """A neighbouring entry's config, which ``seeded_ranking`` puts first, is timed even where the
+    model predicts it far slower than its favourite (a kernel the model misjudges), and wins where it
+    is the fastest; beyond the head, such configs stay pruned."""
+    from stuning.tuning.tuner import seeded_ranking
+
+    search = ModelOptunaSearch()
+    best = min(p for _, p in ranked)
+    misjudged = next(c for c, p in ranked if p > 2 * search.within * best)
+    order = seeded_ranking(ranked, nearby=[misjudged])
+    assert order[0][0] == misjudged and order[1][0] == ranked[0][0]
+    assert misjudged in {c for c, _ in search.survivors(order)}
+    assert misjudged not in {c for c, _ in search.survivors(ranked)}
+    table = dict(ranked)
+    table[misjudged] = 0.5 * best
+    result = search.search(order, RecordingObjective(table.__getitem__), Budget(max_trials=12))
+    assert result.best.config == misjudged
+
+
 def test_model_optuna_enqueues_model_top_k_first(ranked):
     timings = ReplayedTimings(ranked)
     result = ModelOptunaSearch(top_k=6).search(ranked, RecordingObjective(timings), Budget(max_trials=20))
