@@ -59,19 +59,33 @@ def default_budget(space: int) -> Budget:
 def seeded_ranking(ranked: list[tuple[object, float]], seeds: Iterable = (), nearby: Iterable = ()
                    ) -> list[tuple[object, float]]:
     """The order a search takes configs in: ``seeds`` first, then ``nearby`` alternating one for one
-    with the rest of the model's ranking; configs outside the ranked space are dropped.
+    with the rest of the model's ranking; configs outside the ranked space are dropped. Every kernel
+    of the space that neither names joins ``nearby``, ahead of it, with the model's favourite config
+    of that kernel, so that each kernel is timed within the first few trials.
 
     A neighbour's best config can be a poor guess (one tuned at N = 16 for a problem at N = 128):
-    with all of them first, a short search timed nothing but them (BENCHMARKS.md 7g)."""
+    with all of them first, a short search timed nothing but them (BENCHMARKS.md 7g). The model can
+    misjudge a whole kernel (the 2:4 warpgroup kernel at 44 us where it ran 9 us, BENCHMARKS.md 8h):
+    ranked by the model alone, none of its configs would be timed."""
     preds = dict(ranked)
     order = [c for c in dict.fromkeys(seeds) if c in preds]
     taken = set(order)
     near = [c for c in dict.fromkeys(nearby) if c in preds and c not in taken]
+    named = {_kernel(c) for c in order + near}
+    favourites: dict = {}
+    for c, _ in ranked:
+        if _kernel(c) not in named:
+            favourites.setdefault(_kernel(c), c)
+    near = list(favourites.values()) + near
     taken.update(near)
     model = [c for c, _ in ranked if c not in taken]
     for i in range(max(len(near), len(model))):
         order += near[i:i + 1] + model[i:i + 1]
     return [(c, preds[c]) for c in order]
+
+
+def _kernel(config) -> str | None:
+    return getattr(config, "kernel", None)
 
 
 def tune(
