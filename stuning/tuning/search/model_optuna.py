@@ -1,6 +1,8 @@
 """``model+optuna`` (the default): the cost model prunes and seeds, Optuna's TPE searches the rest.
 
-The model's top-k are Optuna's first trials; TPE then samples each config field as a categorical
+The ranking's first top-k (the seeded order of ``tuner.seeded_ranking``: the database's configs and
+each kernel's favourite among the model's) are Optuna's first trials, whatever the model predicts
+for them; the rest is pruned by the model. TPE then samples each config field as a categorical
 over the values the survivors use. A sampled combination that is not a survivor is mapped to the
 survivor that shares the most fields with it (untimed ones first), and the study is told what was
 really timed, so its history stays true.
