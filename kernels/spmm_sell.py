@@ -9,7 +9,8 @@ here). B's rows are gathered as a (SLICE_ROWS, STEP, BLOCK_N) tile and reduced i
 is stored to its place in Y through the slice's row ids (the sort's permutation; -1 marks the
 padding rows of the last slice).
 
-The format (``stuning.formats.sell.SlicedELLMatrix``) arrives as plain tensors. The config is the
+The format (``stuning.formats.sell.SlicedELLMatrix``) arrives as plain tensors, with its capacity
+where every slice holds as many entries (the kernel then computes each slice's start, ``FIXED``). The config is the
 CSR kernel's ``SpMMConfig`` with ``kernel="sell"``: ``rows`` is the slice height, ``nnz_step`` the
 step, ``swizzle`` whether the slices were cut from rows sorted by length.
 """
