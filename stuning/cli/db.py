@@ -3,6 +3,8 @@ entries whose search never tried a kernel the library has now."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 from stuning.cli.errors import EXIT_OK, CLIError
@@ -32,6 +34,9 @@ def register(sub) -> None:
     add("misses", "problems looked up at run time with no entry, most frequent first", _misses)
     q = add("untried", "entries tuned before a kernel joined their op's space: re-tune them (pretune does)", _untried)
     q.add_argument("--op", default=None)
+    q = add("refit", "refit FILE's cost model on its measured entries, checked first on entries it does not see",
+            _refit)
+    q.add_argument("file", type=Path)
     q = add("prune", "drop the entries tuned on another device, Triton version or kernel revision from FILE", _prune)
     q.add_argument("file", type=Path)
     q.add_argument("--triton", default=None,
@@ -149,6 +154,34 @@ def _untried(args) -> int:
                     ["key", "best kernel", "us", "never tried", "tuned"], rows))
     if rows:
         con.print("`stuning pretune` re-tunes a model's such problems; `stuning tune` any problem")
+    return EXIT_OK
+
+
+def _refit(args) -> int:
+    from stuning.tuning.model_check import HOLDOUT_EVERY, refit_file
+
+    if not args.file.is_file():
+        raise CLIError(f"no such database file: {args.file}")
+    report = refit_file(args.file)  # a corrupt or misnamed file: a ValueError naming it (main reports it)
+    if args.json:
+        print_json({"file": str(args.file), "held_out_every": HOLDOUT_EVERY,
+                    "ops": {op: {when: dataclasses.asdict(r) for when, r in d.items()} for op, d in report.items()}})
+        return EXIT_OK
+
+    def pct(v):
+        return "" if v is None else f"{v:.0%}"
+
+    def err(v):
+        return "" if v is None else f"{math.exp(v):.2f}x"
+
+    rows = [[op, d["before"].entries, d["before"].trials, err(d["before"].median_abs_log_error),
+             err(d["after"].median_abs_log_error), pct(d["before"].picks_best), pct(d["after"].picks_best)]
+            for op, d in report.items()]
+    con = console()
+    con.print(table(f"cost model on 1 in {HOLDOUT_EVERY} entries, held out: stored fit -> a fit on the others",
+                    ["op", "entries", "trials", "median error, stored", "refit", "picks best, stored", "refit"], rows))
+    con.print(f"refitted on every measured entry and saved in {args.file}" if rows
+              else f"no measured entries in {args.file}: nothing refitted")
     return EXIT_OK
 
 

@@ -208,20 +208,10 @@ def case_like(features: ProblemFeatures):
 
 def refit_model(db, device_name: str | None = None) -> dict:
     """Fit each op's cost-model coefficients to every measured entry and store them in ``db``."""
+    from stuning.tuning.model_check import fit_all
+
     spec = target_spec(device_name or db.device_name)
-    model = model_for(db, spec)
-    fitted = {}
-    by_op: dict[str, list] = {}
-    for entry in db.entries(include_stale=False).values():
-        if not entry.measured:
-            continue
-        features = ProblemFeatures(entry.op, entry.dtype, dict(entry.features))
-        fam = family(entry.op)
-        for timed in entry.top_k:
-            if timed.time_us is not None:
-                by_op.setdefault(entry.op, []).append((features, fam.config_from_dict(timed.config), timed.time_us))
-    for op, samples in by_op.items():
-        fitted[op] = model.fit(op, samples, incremental=True).as_dict()
+    fitted = {op: c.as_dict() for op, c in fit_all(model_for(db, spec), db.entries(include_stale=False)).items()}
     if fitted:
         db.update_model_coefficients(fitted)
         db.save()
