@@ -12,6 +12,7 @@ from stuning.kernels.target import DeviceBudget, device_budget, interpreting
 from stuning.suite import SDDMMCase, Semi24Case, SpMMCase
 from stuning.tuning.coverage import untried_kernels
 from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
+from stuning.tuning.model_check import fit_all
 from stuning.tuning.objective import KernelObjective
 from stuning.tuning.precompile import precompile
 from stuning.tuning.problems import Problem, build_problem
@@ -208,8 +209,6 @@ def case_like(features: ProblemFeatures):
 
 def refit_model(db, device_name: str | None = None) -> dict:
     """Fit each op's cost-model coefficients to every measured entry and store them in ``db``."""
-    from stuning.tuning.model_check import fit_all
-
     spec = target_spec(device_name or db.device_name)
     fitted = {op: c.as_dict() for op, c in fit_all(model_for(db, spec), db.entries(include_stale=False)).items()}
     if fitted:
