@@ -22,7 +22,12 @@ def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
     fp32, fp16 and bf16, accumulated in fp32; the result has B's dtype. ``config`` is an
     ``SpMMConfig`` (or a dict of its fields); ``None`` looks the problem up in the tuning
     database (then the cost model, then the default heuristic). A config's ``kernel`` picks the CSR
-    kernel or the sliced-ELL one (whose copy of A is built on first use and cached on A).
+    kernel, the sliced-ELL one or the Hopper scatter one (their copies of A are built on first use
+    and cached on A).
+
+    B may be a transposed view of an N x K tensor (``x.t()``: a layer's input), tuned as its own
+    problem: the scatter kernel reads it in place; the CSR and sliced-ELL kernels read one up to
+    96 KB in place and copy a larger one to rows within the call.
 
     ``bias`` (M,) is added to every column of the result, in the kernel. ``out`` (M x N) receives the
     result and may have any strides: a transposed view of an N x M tensor gets Y^T written straight
