@@ -298,9 +298,10 @@ class SparseLinear(SparseLayer):
         xt = x2.t()
         if self._use_triton:
             # The kernels read X^T as a view of X's rows: the scatter and 2:4 warpgroup kernels by TMA,
-            # at any size; the launcher copies it to rows for the kernels that gather (launch.py's
-            # gather_operand), inside what pretune times. A copy here, outside it, cost a Llama-7B MLP
-            # block at 8192 tokens 1.0 ms of 3.9 (BENCHMARKS.md 8e).
+            # at any size; the launcher copies it to rows for the SpMM kernels that gather (launch.py's
+            # gather_operand), inside what pretune times, and for the other 2:4 kernels (2:4 is tuned
+            # on a contiguous X: its keys name no layout). A copy here, outside any launch, cost a
+            # Llama-7B MLP block at 8192 tokens 1.0 ms of 3.9 (BENCHMARKS.md 8e).
             # They write Y^T through Y's strides with the bias added: a transpose-and-add pass cost
             # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
             # (reads_x_transposed and writes_y_transposed tell pretune so: it tunes and checks this way.)
