@@ -131,6 +131,23 @@ def test_a_measured_pretune_reports_each_problem_against_its_dense_layer(db_dir,
     assert again.skipped == 4 and [p.dense_us for p in again.problems] == [p.dense_us for p in report.problems]
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_measured_pretune_refits_the_cost_model_on_what_it_stored(db_dir, fake_measuring, shared):
+    from stuning.tuning.search import Budget
+
+    model = _twin_model()
+    stuning.pretune(model, tokens=TOKENS, strategy="model", progress=False, check=False)  # predictions: no refit
+    (path,) = db_dir.glob("*.json")
+    assert "spmm" not in json.loads(path.read_text()).get("model_coefficients", {})
+    options = {"workers": 1} if shared else {}
+    fake_measuring.extend([10.0] * 4)  # the dense baselines
+    report = stuning.pretune(model, tokens=TOKENS, budget=Budget(max_trials=2), progress=False, **options)
+    assert report.tuned == 4
+    fit = json.loads(path.read_text())["model_coefficients"]["spmm"]
+    # Fitted on the stored entries' timed configs (at least one a problem), as `stuning tune` does.
+    assert fit["fitted_on"] >= 4 and fit["effects"]
+
+
 def test_measurements_of_an_older_timer_are_tuned_again(db_dir, fake_measuring):
     from stuning.tuning.search import Budget
     from stuning.tuning.timing import TIMER_REVISION

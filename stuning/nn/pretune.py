@@ -233,12 +233,23 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
                           refresh=refresh)
             bar.advance(task)
     report.seconds = time.perf_counter() - start
+    refit_after(tuning_db, problems, measuring)
     if report.tuned:
         # Forget the configs chosen before this run, so the layers look the new entries up.
         SELECTOR.reset()
         for _, layer in sparse_layers(model):
             layer.sparse_weight.matrix.cache.clear()
     return report
+
+
+def refit_after(tuning_db, problems: list[PretuneProblem], measuring: bool) -> None:
+    """Refit the database's cost model on its measured entries once a measuring pretune stored new
+    ones, as ``stuning tune`` does: a shipped fit that no pretune had updated misjudged whole kernels
+    by 1.7x (BENCHMARKS.md 8i)."""
+    if measuring and any(p.status == TUNED for p in problems):
+        from stuning.tuning.driver import refit_model
+
+        refit_model(tuning_db)
 
 
 def answers(held, measuring: bool, refresh: bool = False) -> bool:

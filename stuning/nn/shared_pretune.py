@@ -45,6 +45,7 @@ from stuning.nn.pretune import (
     PretuneReport,
     answers,
     pretune_progress,
+    refit_after,
 )
 from stuning.nn.pretune_worker import WorkerSpec, run_worker
 from stuning.nn.weights import SparseWeight
@@ -141,6 +142,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         _settle(p, after.get(p.key), before.get(p.key), board, tuning_db)
     report.lost = _lost(todo, before, after, lease)
     tuning_db.save()
+    refit_after(tuning_db, todo, measuring)
     report.seconds = time.perf_counter() - start
     if report.tuned or report.skipped:
         # Forget the configs chosen before this run, so the layers look the new entries up.
