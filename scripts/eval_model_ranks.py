@@ -18,9 +18,9 @@ import statistics
 from pathlib import Path
 
 from stuning.tuning.features import ProblemFeatures
-from stuning.tuning.model_check import fit_all, held_out, open_file
+from stuning.tuning.model_check import holdout_check, open_file
 from stuning.tuning.registry import budget_of, family
-from stuning.tuning.session import model_for, target_spec
+from stuning.tuning.session import target_spec
 
 
 def ranks(model, entries, budget) -> dict[str, list[tuple[int, int]]]:
@@ -49,14 +49,11 @@ def main() -> None:
     ap.add_argument("file", type=Path)
     args = ap.parse_args()
     db = open_file(args.file)
-    spec = target_spec(db.device_name)
-    entries = {k: e for k, e in db.entries(include_stale=False).items() if e.measured}
-    test = {k: e for k, e in entries.items() if held_out(k)}
-    refit = model_for(db, spec)
-    fit_all(refit, {k: e for k, e in entries.items() if k not in test})
+    budget = budget_of(target_spec(db.device_name))
+    test, stored, refit = holdout_check(db)
     report = {}
-    for label, model in (("stored", model_for(db, spec)), ("refit on the rest", refit)):
-        report[label] = {op: summary(found) for op, found in sorted(ranks(model, test, budget_of(spec)).items())}
+    for label, model in (("stored", stored), ("refit on the rest", refit)):
+        report[label] = {op: summary(found) for op, found in sorted(ranks(model, test, budget).items())}
     print(json.dumps(report, indent=1))
 
 

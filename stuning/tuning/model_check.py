@@ -97,23 +97,27 @@ def open_file(path: Path) -> TuningDB:
     return TuningDB.open(device, search_path=[path.parent], env=env, write_dir=path.parent)
 
 
+def holdout_check(db: TuningDB) -> tuple[dict[str, DBEntry], CostModel, CostModel]:
+    """The held-out measured entries of ``db``, the model with its stored fit, and that model
+    refitted on the other measured entries: what a refit is judged by."""
+    from stuning.tuning.session import model_for, target_spec
+
+    spec = target_spec(db.device_name)
+    entries = {k: e for k, e in db.entries(include_stale=False).items() if e.measured}
+    test = {k: e for k, e in entries.items() if held_out(k)}
+    refit = model_for(db, spec)
+    fit_all(refit, {k: e for k, e in entries.items() if k not in test})
+    return test, model_for(db, spec), refit
+
+
 def refit_file(path: Path) -> dict[str, dict[str, PredictionReport]]:
     """Refit the cost model stored in the database file ``path`` on its measured entries and save
     it there; returns, per op, the held-out check: the stored fit's report ('before') and a fit on
     the other entries' ('after'), both on the held-out entries."""
-    from stuning.tuning.session import model_for, target_spec
+    from stuning.tuning.driver import refit_model
 
     db = open_file(path)
-    spec = target_spec(db.device_name)
-    entries = {k: e for k, e in db.entries(include_stale=False).items() if e.measured}
-    test = {k: e for k, e in entries.items() if held_out(k)}
-    before = prediction_report(model_for(db, spec), test)
-    check = model_for(db, spec)
-    fit_all(check, {k: e for k, e in entries.items() if k not in test})
-    after = prediction_report(check, test)
-    model = model_for(db, spec)
-    fitted = fit_all(model, entries)
-    if fitted:
-        db.update_model_coefficients({op: c.as_dict() for op, c in fitted.items()})
-        db.save()
+    test, stored, refit = holdout_check(db)
+    before, after = prediction_report(stored, test), prediction_report(refit, test)
+    refit_model(db)  # on every measured entry, saved
     return {op: {"before": before[op], "after": after.get(op, before[op])} for op in before}
