@@ -95,6 +95,19 @@ def test_layers_look_up_the_tuned_entries(db_dir):
         assert model(torch.randn(16, 64)).shape == (16, 48)
 
 
+def test_2_4_layers_look_up_the_entries_of_the_layout_they_read(db_dir):
+    # The layer hands the 2:4 kernels X^T as a view; pretune must time (and key) that, not a copy.
+    model = nn.Sequential(nn.Linear(64, 32)).half()
+    stuning.sparsify(model, sparsity=0.5, pattern="2:4", min_size=0)
+    stuning.pretune(model, tokens=[1, 16], strategy="model", progress=False, check=False)
+    layer = model[0]
+    assert not layer.reads_x_transposed(1) and layer.reads_x_transposed(16)
+    viewed = layer.sparse_weight.features(16, x_transposed=True)
+    assert "bt=1" in key_for(viewed) and SELECTOR.choose(viewed, key_for(viewed))[1] == "exact"
+    one_token = layer.sparse_weight.features(1)
+    assert SELECTOR.choose(one_token, key_for(one_token))[1] == "exact"
+
+
 def test_unsupported_dtypes_are_reported_not_tuned(db_dir):
     model = nn.Sequential(nn.Linear(64, 32))
     stuning.sparsify(model, sparsity=0.5, pattern="2:4", min_size=0)

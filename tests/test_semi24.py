@@ -280,6 +280,24 @@ def test_noncontiguous_x(gen, device):
         assert_close(run(dense, x, cfg, device), semi24_ref(dense, xt.t()), TOL[torch.float16], str(cfg))
 
 
+def test_a_transposed_x_is_its_own_tuning_problem(gen, device, monkeypatch):
+    from stuning.ops.selection import SELECTOR
+    from stuning.tuning.features import semi24_features
+    from stuning.tuning.session import key_for
+
+    plain, transposed = (key_for(semi24_features(20, 64, 8, torch.float16, b_transposed=bt)) for bt in (False, True))
+    assert plain != transposed and "bt=1" in transposed
+    keys = []
+    real = SELECTOR.choose
+    monkeypatch.setattr(SELECTOR, "choose", lambda features, key: keys.append(key) or real(features, key))
+    dense = random_24(20, 64, torch.float16, gen)
+    w = Semi24Matrix.from_dense(dense.to(device))
+    xt = randn(8, 64, dtype=torch.float16, gen=gen)
+    for x in (xt.to(device).t(), xt.t().contiguous().to(device)):
+        assert_close(stuning.semi24_mm(w, x), semi24_ref(dense, xt.t()), TOL[torch.float16])
+    assert keys == [transposed, plain]
+
+
 def test_config_as_dict(gen, device):
     dense = random_24(20, 128, torch.float16, gen)
     x = randn(128, 24, dtype=torch.float16, gen=gen)

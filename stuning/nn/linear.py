@@ -281,8 +281,7 @@ class SparseLinear(SparseLayer):
         return True
 
     def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
-        # 2:4 is keyed without a layout: its warpgroup kernel reads the view, the launcher copies for the others.
-        return self.sparse_weight.op == "spmm" and n > 1  # one column is contiguous either way
+        return n > 1  # one column is contiguous either way
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check(x)
@@ -299,9 +298,9 @@ class SparseLinear(SparseLayer):
         if self._use_triton:
             # The kernels read X^T as a view of X's rows: the scatter and 2:4 warpgroup kernels by TMA,
             # at any size; the launcher copies it to rows for the SpMM kernels that gather (launch.py's
-            # gather_operand), inside what pretune times, and for the other 2:4 kernels (2:4 is tuned
-            # on a contiguous X: its keys name no layout). A copy here, outside any launch, cost a
-            # Llama-7B MLP block at 8192 tokens 1.0 ms of 3.9 (BENCHMARKS.md 8e).
+            # gather_operand) and for the other 2:4 kernels, inside what pretune times (the view is
+            # keyed bt=1). A copy here, outside any launch, cost a Llama-7B MLP block at 8192 tokens
+            # 1.0 ms of 3.9 (BENCHMARKS.md 8e).
             # They write Y^T through Y's strides with the bias added: a transpose-and-add pass cost
             # 3-4 us per layer at 16 tokens on the H200, an eighth of a Llama MLP block.
             # (reads_x_transposed and writes_y_transposed tell pretune so: it tunes and checks this way.)

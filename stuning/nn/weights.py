@@ -284,8 +284,7 @@ class Semi24Weight(SparseWeight):
         return Semi24Matrix(tensors["values"], tensors["masks"], self.shape, validate=self._validate)
 
     def features(self, n, dtype=None, *, x_transposed=False):
-        # The 2:4 kernel loads X in (BLOCK_K x BLOCK_N) tiles for tl.dot, either layout alike.
-        return semi24_features(self.shape[0], self.shape[1], n, dtype or self.dtype)
+        return semi24_features(self.shape[0], self.shape[1], n, dtype or self.dtype, b_transposed=x_transposed)
 
     def _launch(self, x, config, out, bias):
         return semi24_mm(self.matrix, x, config=config, out=out, bias=bias)

@@ -89,7 +89,10 @@ class ProblemFeatures:
                 "m": v["m"], "n": v["n"], "k": bucket_tokens(v["k"]), "k_align": v["k_align"],
                 "density": bucket_density(v["density"]), "cv": round(v["row_cv"], 1),
             }
-        return {"m": v["m"], "k": v["k"], "n": bucket_tokens(v["n"]), "n_align": v["n_align"]}
+        key = {"m": v["m"], "k": v["k"], "n": bucket_tokens(v["n"]), "n_align": v["n_align"]}
+        if v.get("b_t"):  # X^T read in place by the warpgroup kernel, copied for the others
+            key["bt"] = 1
+        return key
 
     def with_values(self, **changes) -> ProblemFeatures:
         return ProblemFeatures(self.op, self.dtype, {**self.values, **changes})
@@ -128,7 +131,7 @@ def spmm_features(a: CSRMatrix, n: int, dtype=None, *, b_transposed: bool = Fals
 
 
 def with_transposed_b(features: ProblemFeatures) -> ProblemFeatures:
-    """The same SpMM problem with B read through a transposed view (keyed apart: ``bt=1``)."""
+    """The same SpMM or 2:4 problem with B read through a transposed view (keyed apart: ``bt=1``)."""
     return features.with_values(b_t=1)
 
 
@@ -156,9 +159,11 @@ def sddmm_features(mask: CSRMatrix, k: int, dtype=None) -> ProblemFeatures:
     return ProblemFeatures("sddmm", dtype_name(dtype or mask.dtype), values)
 
 
-def semi24_features(m: int, k: int, n: int, dtype) -> ProblemFeatures:
+def semi24_features(m: int, k: int, n: int, dtype, *, b_transposed: bool = False) -> ProblemFeatures:
+    """``b_transposed``: X is read through a transposed view (``SparseLinear``'s X^T)."""
     values = {"m": m, "k": k, "n": n, "n_align": alignment(n), "density": 0.5}
-    return ProblemFeatures("semi24", dtype_name(dtype), values)
+    features = ProblemFeatures("semi24", dtype_name(dtype), values)
+    return with_transposed_b(features) if b_transposed else features
 
 
 def synthetic_spmm_features(m: int, k: int, n: int, density: float, dtype, row_cv: float = 0.0) -> ProblemFeatures:
