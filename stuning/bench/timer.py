@@ -4,7 +4,10 @@ On a GPU every implementation of a row is probed first (host time per call, and 
 launches queued behind a sleep kernel). The row is then timed with ``do_bench`` (median, L2 flushed
 before every call) or, when some implementation runs under ``graph_below_us`` or launches slower
 than it runs, with CUDA-graph replays (``flushed_graph_us``: median, L2 flushed inside the graph),
-where do_bench would time the launch. One method per row keeps the ratios within a row fair.
+where do_bench would time the launch. One method per row keeps the ratios within a row fair, and so
+do rounds: the implementations are timed in turn, ``rounds`` times, each time for a share of the
+budget, and each keeps the median of its rounds, so a drift of the GPU's clocks over a row (the
+dense Llama-7B block at 8192 tokens ran 2705-3196 us from run to run) falls on all of them alike.
 Through Triton's interpreter there is no GPU time: the wall clock of a few calls is taken, and
 every result says so.
 """
@@ -39,6 +42,7 @@ class TimerSettings:
     warmup_ms: float = 10.0
     rep_ms: float = 40.0
     graph_rep_ms: float = 8.0
+    rounds: int = 3  # the implementations of a row are timed in turn this many times (GPU only)
 
 
 @dataclass
@@ -134,15 +138,19 @@ class RowTimer:
             return "cudagraph", "host-bound: " + ", ".join(f"{k} {probes[k][0]:.0f} us" for k in slow)
         return "do_bench", ""
 
-    def measure_us(self, fn, method: str) -> float:
+    def measure_us(self, fn, method: str, share: float = 1.0) -> float:
+        """``fn``'s time by ``method``, spending ``share`` of the settings' repetition budget."""
         if method == WALL_CLOCK:
             return wall_clock_us(fn)
         import triton.testing
 
         s = self.settings
         if method == "cudagraph":
-            return flushed_graph_us(fn, rep_ms=s.graph_rep_ms)
-        return triton.testing.do_bench(fn, warmup=s.warmup_ms, rep=s.rep_ms, return_mode="median") * 1e3
+            return flushed_graph_us(fn, rep_ms=s.graph_rep_ms * share)
+        return triton.testing.do_bench(fn, warmup=s.warmup_ms, rep=s.rep_ms * share, return_mode="median") * 1e3
+
+    def rounds(self) -> int:
+        return max(1, self.settings.rounds) if self.on_gpu else 1  # the interpreter's wall clock: once
 
 
 def time_row(timer: RowTimer, impls: dict) -> RowTiming:
@@ -162,27 +170,41 @@ def time_row(timer: RowTimer, impls: dict) -> RowTiming:
     if not probes:
         return RowTiming(note="; ".join(f"{k}: {v}" for k, v in errors.items()))
     method, why = timer.choose(probes)
-    times: dict[str, float | None] = {}
-    for name in probes:
-        try:
-            times[name] = timer.measure_us(impls[name], method)
-        except Exception as e:  # a path that cannot be timed (or captured) this way
-            _synchronize_quietly(timer.on_gpu)
-            if method == "cudagraph":
-                # One method per row: time the whole row again with do_bench.
-                method, why = "do_bench", f"{why}; cudagraph failed for {name}: {error_text(e, 120)}"
-                times = {}
-                for other in probes:
-                    try:
-                        times[other] = timer.measure_us(impls[other], method)
-                    except Exception as e2:
-                        times[other] = None
-                        errors[other] = error_text(e2)
-                break
-            times[name] = None
-            errors[name] = error_text(e)
+    try:
+        times = _in_rounds(timer, impls, list(probes), method, errors, raise_first=method == "cudagraph")
+    except _CaptureFailed as failed:
+        # One method per row: time the whole row again with do_bench.
+        method, why = "do_bench", f"{why}; cudagraph failed for {failed.name}: {error_text(failed.error, 120)}"
+        errors = {k: v for k, v in errors.items() if k not in probes}
+        times = _in_rounds(timer, impls, list(probes), method, errors, raise_first=False)
     note = "; ".join([why] * bool(why) + [f"{k}: {v}" for k, v in errors.items()])
     return RowTiming(times, probes, method, note)
+
+
+class _CaptureFailed(Exception):
+    def __init__(self, name: str, error: Exception):
+        super().__init__(name)
+        self.name, self.error = name, error
+
+
+def _in_rounds(timer: RowTimer, impls: dict, names: list[str], method: str, errors: dict, *,
+               raise_first: bool) -> dict[str, float | None]:
+    """Each of ``names`` timed in turn, ``timer.rounds()`` times; the median of its rounds. A path
+    that fails is dropped from later rounds with its error noted (or, ``raise_first``, stops all)."""
+    rounds = timer.rounds()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:
+            if name in errors:
+                continue
+            try:
+                samples[name].append(timer.measure_us(impls[name], method, share=1.0 / rounds))
+            except Exception as e:  # a path that cannot be timed (or captured) this way
+                _synchronize_quietly(timer.on_gpu)
+                if raise_first:
+                    raise _CaptureFailed(name, e) from e
+                errors[name] = error_text(e)
+    return {name: statistics.median(s) if s and name not in errors else None for name, s in samples.items()}
 
 
 def _synchronize_quietly(on_gpu: bool) -> None:
