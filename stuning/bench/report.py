@@ -161,8 +161,8 @@ def write_summary(df: pd.DataFrame, path: Path, *, command: str, configs: str, g
             "captured in the graph, less the flush alone) when "
             f"some implementation of the row runs under {graph_below_us:g} us or launches slower than it "
             "runs (host time per call, `*host_us`, above its GPU time plus the L2 flush), where do_bench would "
-            "time the launch. The implementations of a row are timed in turn, in rounds (`TimerSettings.rounds`), and each keeps "
-            "the median of its rounds.")
+            "time the launch. The implementations of a row are timed in turn, in rounds "
+            "(`TimerSettings.rounds`), and each keeps the median of its rounds.")
     lines += [
         "- bytes_ratio = stuning format bytes / dense bytes (CSR: values + int32 col + crow, padded rows; "
         "2:4: values + 2-bit metadata); vendor_bytes_ratio likewise for cuSPARSE's CSR / cuSPARSELt's "
