@@ -7,7 +7,7 @@ than it runs, with CUDA-graph replays (``flushed_graph_us``: median, L2 flushed 
 where do_bench would time the launch. One method per row keeps the ratios within a row fair, and so
 do rounds: the implementations are timed in turn, ``rounds`` times, each time for a share of the
 budget, and each keeps the median of its rounds, so a drift of the GPU's clocks over a row (the
-dense Llama-7B block at 8192 tokens ran 2705-3196 us from run to run) falls on all of them alike.
+dense Llama-7B block at 8192 tokens ran 2705-3461 us from run to run) falls on all of them alike.
 Through Triton's interpreter there is no GPU time: the wall clock of a few calls is taken, and
 every result says so.
 """
