@@ -144,3 +144,23 @@ def test_bench_us_gives_the_graph_timer_its_own_replay_time(monkeypatch, timers)
     timing.bench_us(lambda: None, rep_ms=40, graph_rep_ms=8)
     timing.bench_us(lambda: None, **timing.SCREEN_TIMING)
     assert asked == [40, 8, timing.SCREEN_TIMING["graph_rep_ms"]]
+
+
+def test_retime_alternating_notes_a_failing_candidate_or_raises():
+    from stuning.tuning.timing import retime_alternating
+
+    calls = []
+
+    def timer(key):
+        calls.append(key)
+        if key == "bad" and calls.count("bad") == 2:
+            raise RuntimeError("capture failed")
+        return {"good": 3.0, "bad": 1.0}[key] + len(calls) / 100
+
+    failures = {}
+    times = retime_alternating({"good": "good", "bad": "bad"}, timer=timer, failures=failures)
+    assert times["bad"] is None and list(failures) == ["bad"] and times["good"] == pytest.approx(3.03)
+    assert calls == ["good", "bad", "good", "bad", "good"]
+    calls.clear()
+    with pytest.raises(RuntimeError, match="capture failed"):
+        retime_alternating({"good": "good", "bad": "bad"}, timer=timer)

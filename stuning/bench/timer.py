@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stuning.bench import error_text
-from stuning.tuning.timing import GRAPH_BELOW_US, bench_us, flushed_graph_us, host_us
+from stuning.tuning.timing import GRAPH_BELOW_US, bench_us, flushed_graph_us, host_us, retime_alternating
 
 WALL_CLOCK = "perf_counter"  # the `timing` of a result taken through the interpreter
 WALL_CLOCK_NOTE = "no GPU: wall clock through Triton's interpreter, not a GPU time"
@@ -192,19 +192,23 @@ def _in_rounds(timer: RowTimer, impls: dict, names: list[str], method: str, erro
     """Each of ``names`` timed in turn, ``timer.rounds()`` times; the median of its rounds. A path
     that fails is dropped from later rounds with its error noted (or, ``raise_first``, stops all)."""
     rounds = timer.rounds()
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for _ in range(rounds):
-        for name in names:
-            if name in errors:
-                continue
+
+    def timed(name):
+        def measure():
             try:
-                samples[name].append(timer.measure_us(impls[name], method, share=1.0 / rounds))
+                return timer.measure_us(impls[name], method, share=1.0 / rounds)
             except Exception as e:  # a path that cannot be timed (or captured) this way
                 _synchronize_quietly(timer.on_gpu)
                 if raise_first:
                     raise _CaptureFailed(name, e) from e
-                errors[name] = error_text(e)
-    return {name: statistics.median(s) if s and name not in errors else None for name, s in samples.items()}
+                raise
+        return measure
+
+    failures = None if raise_first else {}
+    times = retime_alternating({name: timed(name) for name in names if name not in errors}, rounds=rounds,
+                               timer=lambda measure: measure(), failures=failures)
+    errors.update({name: error_text(e) for name, e in (failures or {}).items()})
+    return {name: times.get(name) for name in names}
 
 
 def _synchronize_quietly(on_gpu: bool) -> None:

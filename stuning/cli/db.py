@@ -186,8 +186,6 @@ def _refit(args) -> int:
 
 
 def _prune(args) -> int:
-    import dataclasses
-
     from stuning.db import prune_stale
     from stuning.tuning.session import local_environment, resolve_device_name
 

@@ -113,15 +113,23 @@ def _flush_buffer():
     return _FLUSH_BUFFERS[device]
 
 
-def retime_alternating(fns: dict, *, rounds: int = 3, timer=None) -> dict:
+def retime_alternating(fns: dict, *, rounds: int = 3, timer=None, failures: dict | None = None) -> dict:
     """Time several candidates in turn, ``rounds`` times each, and return each one's median.
 
     Alternating spreads clock and thermal drift over all candidates instead of favouring whichever
-    ran first.
+    ran first. ``failures``: where given, a candidate whose timing raises is recorded there (key ->
+    exception) and left out of later rounds, its median None; otherwise the exception propagates.
     """
     timer = timer or (lambda f: bench_us(f)[0])
     samples: dict = {k: [] for k in fns}
     for _ in range(rounds):
         for key, fn in fns.items():
-            samples[key].append(timer(fn))
-    return {k: statistics.median(v) for k, v in samples.items()}
+            if failures is not None and key in failures:
+                continue
+            try:
+                samples[key].append(timer(fn))
+            except Exception as e:
+                if failures is None:
+                    raise
+                failures[key] = e
+    return {k: None if failures and k in failures else statistics.median(v) for k, v in samples.items()}
