@@ -102,6 +102,24 @@ def test_fit_with_too_few_trials_keeps_the_prior():
     assert fit_coefficients([], []).c == Coefficients().c
 
 
+def test_an_incremental_refit_on_the_same_trials_keeps_the_fit():
+    # Each incremental fit steps away from the prior; refits of unchanged trials must not keep stepping.
+    model = CostModel(H100)
+    problems = _problems(4)
+    truth = Coefficients((0.3, 1.0, 1.0, 0.5), effects={"num_warps=8": 1.2})
+    samples = [(p, c, truth.predict_us(model.terms(p, c), c))
+               for i, p in enumerate(problems) for c in _sample(family("spmm").space(p), k=20, seed=7 + i)]
+    first = model.fit("spmm", samples, incremental=True)
+    second = model.fit("spmm", list(reversed(samples)), incremental=True)  # the same trials, in another order
+    assert second == first and first.trials
+    stored = Coefficients.from_dict(first.as_dict())
+    assert stored == first
+    model.coefficients["spmm"] = stored
+    changed = [(p, c, 1.5 * t) for p, c, t in samples[:3]] + samples[3:]
+    third = model.fit("spmm", changed, incremental=True)
+    assert third.trials != first.trials and third.c != first.c
+
+
 def test_every_listed_device_resolves():
     for name in DEVICES:
         assert spec_for(name).name == name

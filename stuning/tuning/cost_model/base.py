@@ -149,6 +149,7 @@ class Coefficients:
     c: tuple = PRIOR
     fitted_on: int = 0  # trials behind the fit (the most of any fit it started from)
     effects: dict = field(default_factory=dict)
+    trials: str = ""  # a digest of the trials last fitted on (CostModel.fit: a refit on them is a no-op)
 
     def predict_us(self, t: CostTerms, config=None) -> float:
         c0, c1, c2, c3 = self.c
@@ -156,11 +157,13 @@ class Coefficients:
         return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
 
     def as_dict(self) -> dict:
-        return {"c": list(self.c), "fitted_on": self.fitted_on, "effects": dict(sorted(self.effects.items()))}
+        out = {"c": list(self.c), "fitted_on": self.fitted_on, "effects": dict(sorted(self.effects.items()))}
+        return {**out, "trials": self.trials} if self.trials else out
 
     @classmethod
     def from_dict(cls, d: dict) -> Coefficients:
-        return cls(tuple(d.get("c", PRIOR)), int(d.get("fitted_on", 0)), dict(d.get("effects", {})))
+        return cls(tuple(d.get("c", PRIOR)), int(d.get("fitted_on", 0)), dict(d.get("effects", {})),
+                   str(d.get("trials", "")))
 
 
 def _design_row(t: CostTerms) -> list[float]:
