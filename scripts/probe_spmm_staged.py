@@ -44,7 +44,6 @@ from stuning.formats.sell import SlicedELLMatrix
 PIECE = 8  # elements of X a thread reads at once: 16 bytes
 
 
-
 def stage_rows(block_n: int, num_warps: int, x_transposed: bool) -> int:
     """Rows of X one pass of the copy moves: a thread loads 8 x 8 elements where K is contiguous
     (and writes them transposed, 16 bytes at a time), else 1 x 8."""
@@ -94,6 +93,7 @@ def _read_piece(byte, BF16: gl.constexpr):
     return gl.inline_asm_elementwise(_read_piece_asm(BF16), "=f,=f,=f,=f,=f,=f,=f,=f,r", [byte],
                                      dtype=(gl.float32,) * 8, is_pure=False, pack=1)
 
+
 @gluon.jit
 def _prefetch_slice(col_ptr, val_ptr, start, end, num_warps: gl.constexpr):
     """Ask L2 for a slice's entries [start, end), 64 of each array a thread at a time (a 128-byte
@@ -105,6 +105,7 @@ def _prefetch_slice(col_ptr, val_ptr, start, end, num_warps: gl.constexpr):
         _prefetch_lines(col_ptr + at, ok)
         _prefetch_lines(val_ptr + at, ok)
 
+
 @gluon.jit
 def _prefetch_lines(ptrs, ok):
     gl.inline_asm_elementwise("""{
@@ -113,6 +114,7 @@ def _prefetch_lines(ptrs, ok):
         @p prefetch.global.L2 [$1];
         mov.u32 $0, 0;
         }""", "=r,l,r", [ptrs, ok], dtype=gl.int32, is_pure=False, pack=1)
+
 
 @gluon.jit
 def _stage_x(staged, x_ptr, n0, N, K, stride_xk, stride_xn, K_PAD: gl.constexpr, KC: gl.constexpr,
@@ -149,12 +151,14 @@ def _stage_x(staged, x_ptr, n0, N, K, stride_xk, stride_xn, K_PAD: gl.constexpr,
         async_copy.wait_group(0)
     gl.thread_barrier()
 
+
 @gluon.jit
 def _slice_bounds(slice_ptr, s, capacity, FIXED: gl.constexpr):
     if FIXED:
         start = s.to(gl.int64) * capacity
         return start, start + capacity
     return gl.load(slice_ptr + s).to(gl.int64), gl.load(slice_ptr + s + 1).to(gl.int64)
+
 
 @gluon.jit
 def _spmm_staged_kernel(
