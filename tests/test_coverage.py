@@ -13,16 +13,20 @@ from stuning.kernels.target import H100_BUDGET
 
 from stuning.cli.main import main as cli_main
 from stuning.db import DBEntry, Environment, TimedConfig, TuningDB
-from stuning.tuning.coverage import KERNELS_JOINED, untried_kernels
+from stuning.suite import SpMMCase
+from stuning.tuning.coverage import KERNELS_JOINED, KERNELS_REBUILT, untried_kernels
+from stuning.tuning.driver import entry_problem, seeds_from_db
 from stuning.tuning.features import synthetic_spmm_features
+from stuning.tuning.problems import spmm_problem
 from stuning.tuning.registry import family
+from stuning.tuning.session import key_for, open_db
 
 pytestmark = pytest.mark.usefixtures("isolated_db_dirs")
 
 SCATTER_JOINED = KERNELS_JOINED["spmm"]["scatter"]
 
 
-def spmm_entry(*, kernels=None, updated="2026-11-25T00:00:00+00:00", dtype="float16") -> DBEntry:
+def spmm_entry(*, kernels=None, updated="2026-11-25T12:00:00+00:00", dtype="float16") -> DBEntry:
     features = synthetic_spmm_features(4096, 4096, 128, 0.1, getattr(torch, dtype))
     tuner = {"strategy": "model+optuna", "trials": 8, "seconds": 5.0} | ({"kernels": kernels} if kernels else {})
     return DBEntry(op="spmm", dtype=dtype, features=dict(features.values),
@@ -47,7 +51,9 @@ def test_recorded_kernels_say_what_the_search_never_tried(scatter_in_space):
 
 def test_unrecorded_entries_are_judged_by_when_each_kernel_joined(scatter_in_space):
     assert untried_kernels(spmm_entry(updated="2026-11-24T10:00:00+00:00"), H100_BUDGET) == ["scatter"]
-    assert untried_kernels(spmm_entry(updated=SCATTER_JOINED), H100_BUDGET) == []
+    # From the day it joined until its rebuild, a search that another kernel won timed its old form.
+    assert untried_kernels(spmm_entry(updated=SCATTER_JOINED), H100_BUDGET) == ["scatter"]
+    assert untried_kernels(spmm_entry(updated=KERNELS_REBUILT["spmm"]["scatter"]), H100_BUDGET) == []
     assert untried_kernels(spmm_entry(updated="2026-11-23T00:00:00+00:00"), H100_BUDGET) == ["scatter", "sell"]
 
 
@@ -74,3 +80,76 @@ def test_db_untried_lists_the_entries_to_tune_again(tmp_path, monkeypatch, capsy
     assert cli_main(["db", "untried", "--device", name, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["entries"]
     assert listed == {"old": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]}}
+
+
+SCATTER_REBUILT = KERNELS_REBUILT["spmm"]["scatter"]
+
+
+def test_a_kernel_rebuilt_since_counts_as_untried_where_another_won(scatter_in_space):
+    searched = ["csr", "scatter", "sell"]
+    before = spmm_entry(kernels=searched, updated="2026-11-25T01:00:00+00:00")
+    assert untried_kernels(before, H100_BUDGET) == ["scatter"]
+    assert untried_kernels(spmm_entry(kernels=searched, updated=SCATTER_REBUILT), H100_BUDGET) == []
+    # Its config won on the old form and runs on the new one: nothing to search again for.
+    won = dataclasses.replace(before, best=TimedConfig({"kernel": "scatter"}, 20.0))
+    assert untried_kernels(won, H100_BUDGET) == []
+
+
+def test_an_entry_seeds_its_configs_of_a_rebuilt_kernel(scatter_in_space):
+    features = synthetic_spmm_features(4096, 4096, 128, 0.1, torch.float16)
+    fam = family("spmm")
+    space = fam.space(features, H100_BUDGET)
+    scatter = [c for c in space if c.kernel == "scatter"][:2]
+    csr = [c for c in space if c.kernel == "csr"][:3]
+    entry = dataclasses.replace(
+        spmm_entry(kernels=["csr", "scatter", "sell"], updated="2026-11-25T01:00:00+00:00"),
+        best=TimedConfig(csr[0].as_dict(), 20.0),
+        top_k=[TimedConfig(c.as_dict(), t) for c, t in zip([csr[0], csr[1], scatter[0], csr[2], scatter[1]],
+                                                             [20.0, 21.0, 22.0, 23.0, 24.0], strict=True)])
+    db = TuningDB.open("NVIDIA H100 80GB HBM3", search_path=[], write_dir=None)
+    db.put(entry, key_for(features))
+    own, _ = seeds_from_db(db, features, H100_BUDGET)
+    assert own == [csr[0], scatter[0], scatter[1]]
+    db = TuningDB.open("NVIDIA H100 80GB HBM3", search_path=[], write_dir=None)
+    db.put(dataclasses.replace(entry, updated=SCATTER_REBUILT), key_for(features))
+    assert seeds_from_db(db, features, H100_BUDGET)[0] == [csr[0], csr[1], scatter[0], csr[2], scatter[1]]
+
+
+def _entry_of(features, *, updated: str) -> DBEntry:
+    return DBEntry(op="spmm", dtype=features.dtype, features=dict(features.values),
+                   best=TimedConfig({"kernel": "csr"}, 20.0), tuner={"strategy": "model+optuna", "trials": 4, "seconds": 1.0},
+                   updated=updated, measured=True)
+
+
+def test_tune_untried_retunes_the_listed_entries_on_their_keys(db_dir, capsys, fake_measuring):
+    # Here (no sm_90) the spaces hold CSR and sliced ELL: entries from before sliced ELL joined,
+    # one read with B row-major and one with B as a transposed view (keyed bt=1), never tried it.
+    before_sell = "2026-11-23T00:00:00+00:00"
+    keys = []
+    for b_t in (False, True):
+        features = spmm_problem(SpMMCase(48, 64, 16, 0.75, 0.0, "fp16"), device="cpu", b_transposed=b_t).features
+        keys.append(key_for(features))
+        db = open_db()
+        db.put(_entry_of(features, updated=before_sell), keys[-1])
+        db.save()
+    assert "bt=1" in keys[1] and "bt=1" not in keys[0]
+    listed = json.loads(_cli(capsys, ["db", "untried", "--json"]))["entries"]
+    assert sorted(listed) == sorted(keys) and all(e["untried"] == ["sell"] for e in listed.values())
+    fake_measuring.extend([10.0, 10.0])
+    out = json.loads(_cli(capsys, ["tune", "--untried", "--trials", "2", "--json"]))
+    assert sorted(r["key"] for r in out["results"]) == sorted(keys) and not out["skipped"]
+    assert all(r["measured"] for r in out["results"])
+    assert json.loads(_cli(capsys, ["db", "untried", "--json"]))["entries"] == {}
+    assert all(open_db().get(k).updated > before_sell for k in keys)
+
+
+def test_entries_of_other_ops_are_named_not_retuned():
+    entry = DBEntry(op="sddmm", dtype="float16", features={"m": 64, "n": 64, "k": 16, "density": 0.1},
+                    best=TimedConfig({"kernel": "tiled"}, 20.0), tuner={}, updated="2026-11-23T00:00:00+00:00")
+    problem, why = entry_problem("sddmm|...", entry)
+    assert problem is None and "pretune" in why
+
+
+def _cli(capsys, argv) -> str:
+    assert cli_main(argv) == 0
+    return capsys.readouterr().out

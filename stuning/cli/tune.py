@@ -4,53 +4,56 @@ from __future__ import annotations
 
 from stuning.cli.errors import EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_ratio, fmt_us, print_json, progress, table
-from stuning.cli.problems import add_problem_args, add_search_args, cases_from_args
+from stuning.cli.problems import add_problem_args, add_search_args, cases_from_args, split_list
 
 
 def register(sub) -> None:
     p = sub.add_parser("tune", help="tune problems and store the winners in the tuning database")
     add_problem_args(p)
     add_search_args(p)
+    p.add_argument("--untried", action="store_true",
+                   help="instead of the problem options: re-tune the SpMM entries `stuning db untried` lists "
+                        "(of --op if given), on random inputs with their features")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from stuning.tuning.driver import refit_model, require_measuring, tune_case
+    from stuning.tuning.driver import refit_model, require_measuring
     from stuning.tuning.search import Budget
     from stuning.tuning.session import open_db, target_spec
 
-    cases = cases_from_args(args)
+    cases = None if args.untried else cases_from_args(args)
     try:
         require_measuring(args.strategy)
     except RuntimeError as e:
         raise CLIError(str(e), EXIT_NO_GPU) from None
     if args.trials is not None and args.trials < 1:
         raise CLIError("--trials must be at least 1")
+    if args.untried and args.device:
+        raise CLIError("--untried re-tunes this GPU's entries by timing them: drop --device")
     device = target_spec(args.device).name if args.device else None
     db = open_db(device)
     budget = None
     if args.trials is not None or args.seconds is not None:
         budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
+    jobs = _untried_jobs(args, db) if args.untried else [(c.name, c) for c in cases]
     con = console(quiet=args.json)
-    results = []
+    results, skipped = [], []
     with progress(con) as bar:
-        task = bar.add_task(f"tuning ({args.strategy})", total=len(cases))
-        for case in cases:
-            bar.update(task, description=f"{case.name}")
-            outcome, key = tune_case(case, strategy=args.strategy, budget=budget, db=db, device_name=device)
-            results.append({
-                "problem": case.name, "key": key, "config": outcome.best_config.as_dict(),
-                "measured": outcome.measured, "time_us": outcome.best_time_us,
-                "predicted_us": outcome.predicted_us, "timed": outcome.timed, "space": outcome.space,
-                "seconds": round(outcome.seconds, 2), "failures": outcome.failures,
-                "dense_us": outcome.dense_us, "speedup_vs_dense": outcome.speedup_vs_dense,
-            })
+        task = bar.add_task(f"tuning ({args.strategy})", total=len(jobs))
+        for name, job in jobs:
+            bar.update(task, description=name)
+            tuned = _tune(job, args, db, budget, device)
+            if isinstance(tuned, str):
+                skipped.append({"key": name, "why": tuned})
+            else:
+                results.append(tuned)
             bar.advance(task)
     fitted = refit_model(db) if any(r["measured"] for r in results) else {}
     if args.json:
         print_json({"device": db.device_name, "database": str(db.write_path), "results": results,
-                    "model_coefficients": fitted})
+                    "skipped": skipped, "model_coefficients": fitted})
         return EXIT_OK
     rows = [[r["problem"], fmt_config(r["config"]), fmt_us(r["time_us"]), fmt_us(r["predicted_us"]),
              fmt_us(r["dense_us"]), fmt_ratio(r["speedup_vs_dense"]),
@@ -58,7 +61,45 @@ def run(args) -> int:
     con.print(table(f"tuned for {db.device_name} ({args.strategy})",
                     ["problem", "best config", "measured us", "predicted us", "dense us", "vs dense", "timed/space",
                      "s"], rows))
-    if not any(r["measured"] for r in results):
+    if skipped:
+        con.print(table("not re-tuned", ["key", "why"], [[s["key"], s["why"]] for s in skipped]))
+    if args.untried and not jobs:
+        con.print("no entry needs re-tuning: `stuning db untried` lists none")
+    if results and not any(r["measured"] for r in results):
         con.print("Times are the cost model's predictions: nothing was measured.")
     con.print(f"database: {db.write_path}")
     return EXIT_OK
+
+
+def _untried_jobs(args, db) -> list:
+    """(key, (key, entry)) for each entry ``stuning db untried`` lists, of the --op given."""
+    from stuning.tuning.driver import untried_entries
+    from stuning.tuning.registry import budget_of
+    from stuning.tuning.session import target_spec
+
+    ops = split_list(args.op, "op", str)
+    return [(key, (key, entry)) for key, entry in untried_entries(db, budget_of(target_spec(db.device_name)), ops)]
+
+
+def _tune(job, args, db, budget, device):
+    """Tune one job (a suite case, or an untried entry's (key, entry)): its result row, or why it
+    was skipped. An entry's inputs are built here, one problem in memory at a time."""
+    from stuning.tuning.driver import case_like, entry_problem, tune_case, tune_problem
+
+    if isinstance(job, tuple):
+        problem, why = entry_problem(*job)
+        if problem is None:
+            return why
+        outcome, key = tune_problem(problem, strategy=args.strategy, budget=budget, db=db,
+                                    precompile_as=case_like(problem.features))
+        name = key
+    else:
+        outcome, key = tune_case(job, strategy=args.strategy, budget=budget, db=db, device_name=device)
+        name = job.name
+    return {
+        "problem": name, "key": key, "config": outcome.best_config.as_dict(),
+        "measured": outcome.measured, "time_us": outcome.best_time_us,
+        "predicted_us": outcome.predicted_us, "timed": outcome.timed, "space": outcome.space,
+        "seconds": round(outcome.seconds, 2), "failures": outcome.failures,
+        "dense_us": outcome.dense_us, "speedup_vs_dense": outcome.speedup_vs_dense,
+    }

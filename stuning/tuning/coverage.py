@@ -1,10 +1,15 @@
-"""Search coverage: which database entries were tuned before a kernel joined their op's config space.
+"""Search coverage: which database entries were tuned before a kernel joined their op's config space,
+or while it ran in an older, slower form.
 
 A lookup returns a problem's entry as it is, and ``pretune`` skips problems the database holds, so a
 kernel added to the library never competes for problems tuned before it: on the H200 such entries
 ran up to 1.9x slower than a re-tune (BENCHMARKS.md 8b). An entry records the kernels its searched
 space held (``tuner.kernels``); entries written before that record existed are judged by the date
 each kernel joined its op's space, against the entry's ``updated``.
+
+A kernel rebuilt to run faster under the same configs (no new kernel revision: its configs and
+results stay valid) lost its searches to other kernels on times it no longer runs at. An entry
+updated before the rebuild whose best is another kernel counts that kernel as untried too.
 
 Whether a kernel is in a problem's space depends on the device and on this installation (the Gluon
 kernels need sm_90 and Triton 3.6), so which kernels an entry never tried depends on the machine
@@ -30,6 +35,15 @@ KERNELS_JOINED: dict[str, dict[str, str]] = {
 }
 
 
+# When a kernel's current form shipped, for kernels rebuilt since joining where the rebuild moved
+# their times well past run-to-run noise (UTC; the commit). The scatter SpMM kernel: entries through
+# a ring, split-K slices, tile lists of one capacity (BENCHMARKS.md 7y-8b): 4096 x 4096 at N = 128
+# from 19.2 to 15.2 us. The sliced-ELL capacity (8f) moved its rows within noise, so it is absent.
+KERNELS_REBUILT: dict[str, dict[str, str]] = {
+    "spmm": {"scatter": "2026-11-25T08:07:44+00:00"},
+}
+
+
 def space_kernels(space) -> tuple[str, ...]:
     """The kernels a config space holds, sorted (the database records them with each entry)."""
     return tuple(sorted({c.kernel for c in space}))
@@ -37,16 +51,22 @@ def space_kernels(space) -> tuple[str, ...]:
 
 def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     """The kernels of the entry's problem's space on ``budget``'s device that its search never
-    covered (sorted; empty: up to date)."""
+    covered, or covered only in a form since rebuilt while another kernel won (sorted; empty: up to
+    date)."""
     features = ProblemFeatures(entry.op, entry.dtype, dict(entry.features))
     try:
         space = family(entry.op).space(features, budget)
     except (KeyError, TypeError, ValueError):  # features of another layout: nothing to compare
         return []
     current = set(space_kernels(space))
+    updated = datetime.fromisoformat(entry.updated)
     searched = entry.tuner.get("kernels")
     if searched is not None:
-        return sorted(current - set(searched))
-    joined = KERNELS_JOINED.get(entry.op, {})
-    updated = datetime.fromisoformat(entry.updated)
-    return sorted(k for k in current if k in joined and updated < datetime.fromisoformat(joined[k]))
+        never = current - set(searched)
+    else:
+        joined = KERNELS_JOINED.get(entry.op, {})
+        never = {k for k in current if k in joined and updated < datetime.fromisoformat(joined[k])}
+    rebuilt = KERNELS_REBUILT.get(entry.op, {})
+    older = {k for k in current if k in rebuilt and updated < datetime.fromisoformat(rebuilt[k])
+             and entry.best.config.get("kernel") != k}
+    return sorted(never | older)

@@ -15,7 +15,7 @@ from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 from stuning.tuning.model_check import fit_all
 from stuning.tuning.objective import KernelObjective
 from stuning.tuning.precompile import precompile
-from stuning.tuning.problems import Problem, build_problem
+from stuning.tuning.problems import Problem, build_problem, spmm_problem
 from stuning.tuning.registry import budget_of, family
 from stuning.tuning.search import STRATEGIES, Budget
 from stuning.tuning.session import key_for, model_for, open_db, outcome_to_entry, target_spec
@@ -31,6 +31,7 @@ PRECOMPILE_TIMEOUT_S = 600.0
 PRECOMPILE_MIN_SECONDS = 20.0
 PRECOMPILE_SHARE = 0.5  # of a time limit, the most compiling ahead may take: the rest times configs
 SUITE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+ENTRY_SEEDS = 8  # random matrices tried for an untried entry's key (entry_problem)
 
 
 def can_measure() -> bool:
@@ -57,15 +58,17 @@ def seeds_from_db(db, features: ProblemFeatures, budget: DeviceBudget | None = N
 
     An own entry whose search never tried a kernel the space has on ``budget``'s device (default:
     this one) gives only its best: its other configs are of the old kernels, and a short search
-    spent on them would never reach the new one (BENCHMARKS.md 8c)."""
+    spent on them would never reach the new one (BENCHMARKS.md 8c). Its configs of a kernel rebuilt
+    since are seeds too: they were the best of that kernel's old form."""
     fam = family(features.op)
     own_key = key_for(features)
     own, nearby = [], []
     for entry in db.seeds(features.op, features.dtype, features.values, k=5,
                           feature_names=NEAREST_FEATURES[features.op]):
         mine = key_for(ProblemFeatures(entry.op, entry.dtype, dict(entry.features))) == own_key
-        whole = mine and not untried_kernels(entry, budget or device_budget())
-        for timed in [entry.best, *entry.top_k] if whole else [entry.best]:
+        untried = untried_kernels(entry, budget or device_budget()) if mine else []
+        kept = [t for t in entry.top_k if not untried or t.config.get("kernel") in untried] if mine else []
+        for timed in [entry.best, *kept]:
             try:
                 config = fam.repair(fam.config_from_dict(timed.config), features)
             except (TypeError, ValueError):
@@ -205,6 +208,35 @@ def case_like(features: ProblemFeatures):
     if features.op == "semi24":
         return Semi24Case(v["m"], v["k"], v["n"], dtype)
     return SDDMMCase(v["m"], v["n"], v["k"], 1.0 - v["density"], dtype)
+
+
+def untried_entries(db, budget: DeviceBudget, ops=None) -> list:
+    """(key, entry) of each entry of ``db`` (of ``ops`` if given) that ``stuning db untried`` lists."""
+    return [(key, entry) for key, entry in sorted(db.entries().items())
+            if (ops is None or entry.op in ops) and untried_kernels(entry, budget)]
+
+
+def entry_problem(key: str, entry, *, seed: int = 0) -> tuple[Problem | None, str | None]:
+    """A problem keyed ``key`` on random inputs rebuilt from the entry's features, or (None, why not).
+
+    Only SpMM problems are rebuilt (shape, density, row-length cv, B's layout). Row lengths are
+    random, so a few rows (a CNN layer's 32) may land on another cv bucket: the first of
+    ``ENTRY_SEEDS`` seeds whose matrix has the entry's key is taken, and none is tuned if none has,
+    since its result would be stored beside the entry rather than replace it. Other ops' entries
+    come from models: ``stuning pretune`` re-tunes them.
+    """
+    if entry.op != "spmm":
+        return None, f"a {entry.op} entry: `stuning pretune` re-tunes it with its model"
+    features = ProblemFeatures(entry.op, entry.dtype, dict(entry.features))
+    keys = []
+    for s in range(seed, seed + ENTRY_SEEDS):
+        problem = spmm_problem(case_like(features), device=measuring_device(), seed=s,
+                               b_transposed=bool(features.values.get("b_t", 0)))
+        keys.append(key_for(problem.features))
+        if keys[-1] == key:
+            return problem, None
+        del problem
+    return None, f"random inputs of its features were keyed {', '.join(sorted(set(keys)))}"
 
 
 def refit_model(db, device_name: str | None = None) -> dict:

@@ -44,22 +44,40 @@ class Problem:
         return torch.empty_like(self.reference, dtype=TORCH_DTYPES[self.features.dtype])
 
 
+def spmm_problem(case: SpMMCase, *, device=None, seed: int = 0, b_transposed: bool = False) -> Problem:
+    """A suite SpMM case's random inputs; ``b_transposed``: B a transposed view of an N x K tensor
+    and Y written through a transposed view of an N x M one, as ``SparseLinear`` hands them to the
+    kernels (keyed ``bt=1``)."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dtype = case.torch_dtype
+    dense = random_sparse(case.m, case.k, case.sparsity, skew_cv=case.skew_cv, dtype=dtype, device=device,
+                          generator=gen)
+    a = CSRMatrix.from_dense(dense)
+    shape = (case.n, case.k) if b_transposed else (case.k, case.n)
+    b = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+    b = b.t() if b_transposed else b
+    ref = dense.float() @ b.float()
+
+    def run(c, out=None):
+        return launch_spmm(a, b, c, out=out)
+
+    new_output = None
+    if b_transposed:
+        def new_output():
+            return torch.empty(case.n, case.m, dtype=dtype, device=device).t()
+
+    return Problem(case, spmm_features(a, case.n, b_transposed=b_transposed), run, ref, {"a": a, "b": b},
+                   lambda: dense @ b, new_output)
+
+
 def build_problem(case, *, device=None, seed: int = 0) -> Problem:
     """Random inputs shaped by ``case`` (a suite case) on ``device``, and how to run them."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     gen = torch.Generator(device=device).manual_seed(seed)
     dtype = case.torch_dtype
     if isinstance(case, SpMMCase):
-        dense = random_sparse(case.m, case.k, case.sparsity, skew_cv=case.skew_cv, dtype=dtype, device=device,
-                              generator=gen)
-        a = CSRMatrix.from_dense(dense)
-        b = torch.randn(case.k, case.n, generator=gen, device=device, dtype=torch.float32).to(dtype)
-        ref = dense.float() @ b.float()
-
-        def run(c, out=None):
-            return launch_spmm(a, b, c, out=out)
-
-        return Problem(case, spmm_features(a, case.n), run, ref, {"a": a, "b": b}, lambda: dense @ b)
+        return spmm_problem(case, device=device, seed=seed)
     if isinstance(case, SDDMMCase):
         mask_dense = random_sparse(case.m, case.n, case.sparsity, dtype=dtype, device=device, generator=gen)
         mask = CSRMatrix.from_dense(mask_dense)
