@@ -115,10 +115,10 @@ def test_an_entry_seeds_its_configs_of_a_rebuilt_kernel(scatter_in_space):
     assert seeds_from_db(db, features, H100_BUDGET)[0] == [csr[0], csr[1], scatter[0], csr[2], scatter[1]]
 
 
-def _entry_of(features, *, updated: str) -> DBEntry:
+def _entry_of(features, *, updated: str, time_us: float) -> DBEntry:
     return DBEntry(op="spmm", dtype=features.dtype, features=dict(features.values),
-                   best=TimedConfig({"kernel": "csr"}, 20.0), tuner={"strategy": "model+optuna", "trials": 4, "seconds": 1.0},
-                   updated=updated, measured=True)
+                   best=TimedConfig({"kernel": "csr"}, time_us),
+                   tuner={"strategy": "model+optuna", "trials": 4, "seconds": 1.0}, updated=updated, measured=True)
 
 
 def test_tune_untried_retunes_the_listed_entries_on_their_keys(db_dir, capsys, fake_measuring):
@@ -130,7 +130,8 @@ def test_tune_untried_retunes_the_listed_entries_on_their_keys(db_dir, capsys, f
         features = spmm_problem(SpMMCase(48, 64, 16, 0.75, 0.0, "fp16"), device="cpu", b_transposed=b_t).features
         keys.append(key_for(features))
         db = open_db()
-        db.put(_entry_of(features, updated=before_sell), keys[-1])
+        # The second entry's best (1 us) beats every re-tuned config (5 us) and stays, re-dated.
+        db.put(_entry_of(features, updated=before_sell, time_us=1.0 if b_t else 20.0), keys[-1])
         db.save()
     assert "bt=1" in keys[1] and "bt=1" not in keys[0]
     listed = json.loads(_cli(capsys, ["db", "untried", "--json"]))["entries"]
@@ -141,6 +142,7 @@ def test_tune_untried_retunes_the_listed_entries_on_their_keys(db_dir, capsys, f
     assert all(r["measured"] for r in out["results"])
     assert json.loads(_cli(capsys, ["db", "untried", "--json"]))["entries"] == {}
     assert all(open_db().get(k).updated > before_sell for k in keys)
+    assert [open_db().get(k).best.time_us for k in keys] == [5.0, 1.0]
 
 
 def test_entries_of_other_ops_are_named_not_retuned():

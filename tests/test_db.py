@@ -126,6 +126,16 @@ def test_searched_kernels_round_trip_and_merge_into_their_union():
             DBEntry.from_json(with_scatter.to_json() | {"tuner": dict(with_scatter.tuner, kernels=bad)})
 
 
+def test_a_merged_entry_is_dated_by_the_later_search():
+    """A re-tune that finds nothing faster keeps the old best, dated by the re-tune: the coverage
+    check must see it covered the kernels rebuilt between the two."""
+    old = dataclasses.replace(entry(5.0, {"c": 1}), updated="2026-11-20T00:00:00+00:00")
+    new = dataclasses.replace(entry(6.0, {"c": 2}), updated="2026-11-26T00:00:00+00:00")
+    for a, b in ((old, new), (new, old)):
+        kept = merge_entries(a, b)
+        assert kept.best.time_us == 5.0 and kept.updated == new.updated
+
+
 def test_merged_entries_keep_the_lower_dense_time():
     fast, slow = entry(5.0, {"c": 1}), entry(8.0, {"c": 2}, dense_us=20.0)
     assert merge_entries(fast, slow).dense_us == 20.0 == merge_entries(slow, fast).dense_us

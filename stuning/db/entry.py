@@ -175,7 +175,9 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     - Between two measured ones taken by different timers (``env.timer``: the first timed short
       kernels with L2 warm), the later timer's wins with its own dense time: the times do not compare.
     - Between two measured ones the lower best time wins, and the top-k lists are united (deduplicated
-      by config at its lowest time, fastest first, capped at TOP_K).
+      by config at its lowest time, fastest first, capped at TOP_K). The kept entry is dated by the
+      later search, which its best beat: an entry whose re-tune found nothing faster must not stay
+      dated before a kernel's rebuild and be listed for re-tuning again (``tuning.coverage``).
     - Within one environment the failed lists are united whichever entry wins: a failure is a fact
       about the compiler and device, not about the winning run. Across environments the winner keeps
       only its own, since a different compiler or device may well run the other's failures.
@@ -202,7 +204,8 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     if timer_revision(a.env) != timer_revision(b.env):
         return replace(max(a, b, key=lambda e: timer_revision(e.env)), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
-    return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), tuner=_united_tuner(winner, a, b))
+    return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), tuner=_united_tuner(winner, a, b),
+                updated=max(a.updated, b.updated, key=lambda t: (_timestamp(t), t)))
 
 
 def _united_tuner(winner: DBEntry, a: DBEntry, b: DBEntry) -> dict:
