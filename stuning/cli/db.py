@@ -32,7 +32,8 @@ def register(sub) -> None:
     q.add_argument("out", type=Path)
     q.add_argument("--measured-only", action="store_true", help="leave out model-only predictions")
     add("misses", "problems looked up at run time with no entry, most frequent first", _misses)
-    q = add("untried", "entries tuned before a kernel joined their op's space: re-tune them (pretune does)", _untried)
+    q = add("untried", "entries tuned before a kernel joined their op's space or was rebuilt: re-tune them "
+                       "(tune --untried, pretune)", _untried)
     q.add_argument("--op", default=None)
     q = add("refit", "refit FILE's cost model on its measured entries, checked first on entries it does not see",
             _refit)
@@ -150,10 +151,11 @@ def _untried(args) -> int:
     rows = [[k, e.best.config.get("kernel", ""), fmt_us(e.best.time_us), ", ".join(u), e.updated[:10]]
             for k, (e, u) in found.items()]
     con = console()
-    con.print(table(f"{db.device_name}: {len(rows)} entries never tried a kernel of their space",
+    con.print(table(f"{db.device_name}: {len(rows)} entries never tried a kernel of their space, or only "
+                    "an older form of it",
                     ["key", "best kernel", "us", "never tried", "tuned"], rows))
     if rows:
-        con.print("`stuning pretune` re-tunes a model's such problems; `stuning tune` any problem")
+        con.print("`stuning tune --untried` re-tunes the SpMM ones; `stuning pretune` a model's")
     return EXIT_OK
 
 
