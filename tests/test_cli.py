@@ -78,6 +78,7 @@ def test_sddmm_grid_takes_attention_masks(db_dir, capsys):
         (["tune", "--strategy", "model", "--op", "sddmm", "--shape", "64x32", "--mask", "attention"], 2,
          "attention mask is L x L"),
         (["tune", "--shape", "64x64"], 3, "needs a CUDA GPU"),
+        (["tune", "--untried", "--strategy", "model"], 2, "--untried re-tunes this GPU's entries"),
         (["db", "merge", "/nonexistent/a.json", "--out", "/tmp/x.json"], 2, "no such database file"),
         (["calibrate"], 3, "no CUDA device"),
     ],

@@ -30,8 +30,8 @@ def run(args) -> int:
         raise CLIError(str(e), EXIT_NO_GPU) from None
     if args.trials is not None and args.trials < 1:
         raise CLIError("--trials must be at least 1")
-    if args.untried and args.device:
-        raise CLIError("--untried re-tunes this GPU's entries by timing them: drop --device")
+    if args.untried and (args.device or args.strategy == "model"):
+        raise CLIError("--untried re-tunes this GPU's entries by timing them: drop --device and --strategy model")
     device = target_spec(args.device).name if args.device else None
     db = open_db(device)
     budget = None
