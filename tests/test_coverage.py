@@ -57,6 +57,12 @@ def test_unrecorded_entries_are_judged_by_when_each_kernel_joined(scatter_in_spa
     assert untried_kernels(spmm_entry(updated="2026-11-23T00:00:00+00:00"), H100_BUDGET) == ["scatter", "sell"]
 
 
+def test_a_hand_written_stamp_without_a_zone_is_read_as_utc(scatter_in_space):
+    assert untried_kernels(spmm_entry(updated="2026-11-24T10:00:00"), H100_BUDGET) == ["scatter"]
+    assert untried_kernels(spmm_entry(kernels=["csr", "scatter", "sell"], updated="2026-11-26T00:00:00"),
+                           H100_BUDGET) == []
+
+
 def test_a_kernel_outside_the_space_here_is_not_missed(monkeypatch):
     # fp32 has no scatter kernel, and without Gluon's Triton no problem has it.
     old = spmm_entry(updated="2026-11-24T10:00:00+00:00")

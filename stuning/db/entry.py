@@ -205,7 +205,7 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
         return replace(max(a, b, key=lambda e: timer_revision(e.env)), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
     return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), tuner=_united_tuner(winner, a, b),
-                updated=max(a.updated, b.updated, key=lambda t: (_timestamp(t), t)))
+                updated=max(a.updated, b.updated, key=lambda t: (parse_timestamp(t), t)))
 
 
 def _united_tuner(winner: DBEntry, a: DBEntry, b: DBEntry) -> dict:
@@ -275,10 +275,11 @@ def is_number(x) -> bool:
 
 
 def _newer(a: DBEntry, b: DBEntry) -> DBEntry:
-    return max(a, b, key=lambda e: (_timestamp(e.updated), _canonical(e.to_json())))
+    return max(a, b, key=lambda e: (parse_timestamp(e.updated), _canonical(e.to_json())))
 
 
-def _timestamp(text: str) -> datetime:
+def parse_timestamp(text: str) -> datetime:
+    """An entry's ``updated`` as an aware datetime (a stamp without a zone read as UTC)."""
     stamp = datetime.fromisoformat(text)
     # Hand-written stamps may lack a zone; read them as UTC so that they compare with ours.
     return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=timezone.utc)

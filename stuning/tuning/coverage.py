@@ -18,9 +18,7 @@ that asks.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from stuning.db.entry import DBEntry
+from stuning.db.entry import DBEntry, parse_timestamp
 from stuning.kernels.target import DeviceBudget
 from stuning.tuning.features import ProblemFeatures
 from stuning.tuning.registry import family
@@ -59,14 +57,14 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     except (KeyError, TypeError, ValueError):  # features of another layout: nothing to compare
         return []
     current = set(space_kernels(space))
-    updated = datetime.fromisoformat(entry.updated)
+    updated = parse_timestamp(entry.updated)
     searched = entry.tuner.get("kernels")
     if searched is not None:
         never = current - set(searched)
     else:
         joined = KERNELS_JOINED.get(entry.op, {})
-        never = {k for k in current if k in joined and updated < datetime.fromisoformat(joined[k])}
+        never = {k for k in current if k in joined and updated < parse_timestamp(joined[k])}
     rebuilt = KERNELS_REBUILT.get(entry.op, {})
-    older = {k for k in current if k in rebuilt and updated < datetime.fromisoformat(rebuilt[k])
+    older = {k for k in current if k in rebuilt and updated < parse_timestamp(rebuilt[k])
              and entry.best.config.get("kernel") != k}
     return sorted(never | older)
