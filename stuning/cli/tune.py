@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from stuning.cli.errors import EXIT_NO_GPU, EXIT_OK, CLIError
 from stuning.cli.output import console, fmt_config, fmt_ratio, fmt_us, print_json, progress, table
 from stuning.cli.problems import add_problem_args, add_search_args, cases_from_args, split_list
@@ -19,7 +21,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from stuning.tuning.driver import refit_model, require_measuring
+    from stuning.tuning.driver import refit_model, require_measuring, tune_case
     from stuning.tuning.search import Budget
     from stuning.tuning.session import open_db, target_spec
 
@@ -37,18 +39,20 @@ def run(args) -> int:
     budget = None
     if args.trials is not None or args.seconds is not None:
         budget = Budget(max_trials=args.trials, max_seconds=args.seconds)
-    jobs = _untried_jobs(args, db) if args.untried else [(c.name, c) for c in cases]
+    jobs = _untried_jobs(args, db, budget) if args.untried else [
+        (c.name, functools.partial(tune_case, c, strategy=args.strategy, budget=budget, db=db, device_name=device))
+        for c in cases]
     con = console(quiet=args.json)
     results, skipped = [], []
     with progress(con) as bar:
         task = bar.add_task(f"tuning ({args.strategy})", total=len(jobs))
         for name, job in jobs:
             bar.update(task, description=name)
-            tuned = _tune(job, args, db, budget, device)
+            tuned = job()
             if isinstance(tuned, str):
                 skipped.append({"key": name, "why": tuned})
             else:
-                results.append(tuned)
+                results.append(_result_row(name, *tuned))
             bar.advance(task)
     fitted = refit_model(db) if any(r["measured"] for r in results) else {}
     if args.json:
@@ -71,31 +75,26 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def _untried_jobs(args, db) -> list:
-    """(key, (key, entry)) for each entry ``stuning db untried`` lists, of the --op given."""
-    from stuning.tuning.driver import untried_entries
+def _untried_jobs(args, db, budget) -> list:
+    """(key, job) for each entry ``stuning db untried`` lists, of the --op given: the job builds the
+    entry's inputs when it runs (one problem in memory at a time) and tunes them, or says why not."""
+    from stuning.tuning.driver import case_like, entry_problem, tune_problem, untried_entries
     from stuning.tuning.registry import budget_of
     from stuning.tuning.session import target_spec
 
-    ops = split_list(args.op, "op", str)
-    return [(key, (key, entry)) for key, entry in untried_entries(db, budget_of(target_spec(db.device_name)), ops)]
-
-
-def _tune(job, args, db, budget, device):
-    """Tune one job (a suite case, or an untried entry's (key, entry)): its result row, or why it
-    was skipped. An entry's inputs are built here, one problem in memory at a time."""
-    from stuning.tuning.driver import case_like, entry_problem, tune_case, tune_problem
-
-    if isinstance(job, tuple):
-        problem, why = entry_problem(*job)
+    def job(key, entry):
+        problem, why = entry_problem(key, entry)
         if problem is None:
             return why
-        outcome, key = tune_problem(problem, strategy=args.strategy, budget=budget, db=db,
-                                    precompile_as=case_like(problem.features))
-        name = key
-    else:
-        outcome, key = tune_case(job, strategy=args.strategy, budget=budget, db=db, device_name=device)
-        name = job.name
+        return tune_problem(problem, strategy=args.strategy, budget=budget, db=db,
+                            precompile_as=case_like(problem.features))
+
+    ops = split_list(args.op, "op", str)
+    found = untried_entries(db, budget_of(target_spec(db.device_name)), ops)
+    return [(key, functools.partial(job, key, entry)) for key, entry in found]
+
+
+def _result_row(name: str, outcome, key: str) -> dict:
     return {
         "problem": name, "key": key, "config": outcome.best_config.as_dict(),
         "measured": outcome.measured, "time_us": outcome.best_time_us,
