@@ -62,9 +62,10 @@ def run(args) -> int:
     rows = [[r["problem"], fmt_config(r["config"]), fmt_us(r["time_us"]), fmt_us(r["predicted_us"]),
              fmt_us(r["dense_us"]), fmt_ratio(r["speedup_vs_dense"]),
              f"{r['timed']}/{r['space']}", r["seconds"]] for r in results]
-    con.print(table(f"tuned for {db.device_name} ({args.strategy})",
-                    ["problem", "best config", "measured us", "predicted us", "dense us", "vs dense", "timed/space",
-                     "s"], rows))
+    if rows:
+        con.print(table(f"tuned for {db.device_name} ({args.strategy})",
+                        ["problem", "best config", "measured us", "predicted us", "dense us", "vs dense",
+                         "timed/space", "s"], rows))
     if skipped:
         con.print(table("not re-tuned", ["key", "why"], [[s["key"], s["why"]] for s in skipped]))
     if args.untried and not jobs:
