@@ -6,8 +6,9 @@ with no mask along the nonzero axis (B's and Y's N tail is masked only when N do
 tiles): the per-row length masks and the row-length imbalance of the CSR kernel become padding,
 which sorting the rows by length makes small. Indices are int16 when K allows (upcast
 here). B's rows are gathered as a (SLICE_ROWS, STEP, BLOCK_N) tile and reduced in fp32; each row
-is stored to its place in Y through the slice's row ids (the sort's permutation; -1 marks the
-padding rows of the last slice).
+is stored to its place in Y through the slice's row ids (the sort's permutation; -1 marks padding
+slots). Where the format cut long rows into pieces (``CUT``), the slots naming one row are summed
+before that row is stored, once, by its first slot.
 
 The format (``stuning.formats.sell.SlicedELLMatrix``) arrives as plain tensors, with its capacity
 where every slice holds as many entries (the kernel then computes each slice's start, ``FIXED``). The config is the
@@ -65,6 +66,7 @@ def _spmm_sell_kernel(
     OFFSETS_32: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     FIXED: tl.constexpr,
+    CUT: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -107,12 +109,21 @@ def _spmm_sell_kernel(
             b = tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
         acc += vals * b.to(tl.float32)
 
-    y = add_row_bias(tl.sum(acc, axis=1), bias_ptr, rows, rows >= 0, HAS_BIAS)
+    y = tl.sum(acc, axis=1)
+    store = rows >= 0
+    if CUT:
+        # A long row's pieces sit in consecutive slots: every slot takes the sum of its row's slots
+        # (a segmented sum, as an S x S mask over the partial rows) and only the first one stores.
+        same = rows[:, None] == rows[None, :]
+        y = tl.sum(tl.where(same[:, :, None], y[None, :, :], 0.0), axis=1)
+        prev = tl.load(row_id_ptr + pid_s * SLICE_ROWS + slot - 1, mask=slot > 0, other=-1).to(tl.int64)
+        store = store & (rows != prev)
+    y = add_row_bias(y, bias_ptr, rows, rows >= 0, HAS_BIAS)
     y_ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :] * stride_yn
     if EVEN_N:
-        mask = (rows >= 0)[:, None]
+        mask = store[:, None]
     else:
-        mask = (rows >= 0)[:, None] & n_ok[None, :]
+        mask = store[:, None] & n_ok[None, :]
     tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -128,12 +139,14 @@ def spmm_sell(
     step: int,
     config: SpMMConfig,
     capacity: int = 0,
+    cut: bool = False,
     out: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Launch the sliced-ELL SpMM on a ``SlicedELLMatrix``'s arrays (slices of ``slice_rows`` rows,
     padded to multiples of ``step``; ``capacity``: the entries of every slice where all hold the
-    same, else 0) and dense ``b``; ``out`` and ``bias`` as for the CSR kernel."""
+    same, else 0; ``cut``: whether rows were cut into pieces, consecutive slots of a slice naming one
+    row) and dense ``b``; ``out`` and ``bias`` as for the CSR kernel."""
     if config.kernel != "sell":
         raise ValueError(f"spmm_sell: config.kernel is {config.kernel!r}, not 'sell'")
     if config.rows != slice_rows or step % config.nnz_step:
@@ -179,6 +192,7 @@ def spmm_sell(
         OFFSETS_32=offsets_fit_32_bits(b),
         HAS_BIAS=bias is not None,
         FIXED=capacity > 0,
+        CUT=cut,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )

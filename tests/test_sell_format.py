@@ -7,7 +7,7 @@ import torch
 from naive import random_sparse, skewed_sparse, sparse_from_lengths
 
 from stuning import CSRMatrix, SlicedELLMatrix
-from stuning.formats.sell import column_dtype
+from stuning.formats.sell import CUT_MAX_SLICE_ROWS, CUT_SLACK, column_dtype
 
 
 def sell(dense, slice_rows=4, sort_rows=True, step=4, pad_to=1):
@@ -35,7 +35,11 @@ def test_round_trip_ragged_last_slice_and_empty_rows(gen, slice_rows, sort_rows,
     s = sell(dense, slice_rows, sort_rows, step)
     assert torch.equal(s.to_dense(), dense)
     assert s.nnz == int((dense != 0).sum()) and s.shape == (37, 45)
-    assert s.n_slices == -(-37 // slice_rows) and s.row_ids.numel() == s.n_slices * slice_rows
+    assert s.row_ids.numel() == s.n_slices * slice_rows
+    assert sorted(set(s.row_ids.tolist()) - {-1}) == list(range(37))  # every row has a slot
+    if not s.cut:
+        assert s.n_slices == -(-37 // slice_rows)
+    assert s.cut == (sort_rows and slice_rows > 1 and slice_rows <= CUT_MAX_SLICE_ROWS)  # cv 0.6: rows to cut
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -78,15 +82,69 @@ def test_slices_take_one_capacity_only_where_they_are_even(gen):
 def test_sorting_is_the_csr_row_order(gen):
     dense = skewed_sparse(37, 40, 8, torch.float16, gen, cv=0.8, empty_rows=4)
     a = CSRMatrix.from_dense(dense)
-    s = SlicedELLMatrix.from_csr(a, 8, True, 8)
-    assert s.sorted_rows
+    s = SlicedELLMatrix.from_csr(a, 16, True, 8)  # slices of 16 rows: sorted, not cut
+    assert s.sorted_rows and not s.cut
     assert s.row_ids[:37].tolist() == a.row_order().tolist()
-    assert s.row_ids[37:].tolist() == [-1, -1, -1]  # the last slice's padding rows
+    assert s.row_ids[37:].tolist() == [-1] * 11  # the last slice's padding slots
     lengths = s.slice_lengths().tolist()
     assert lengths == sorted(lengths, reverse=True) and lengths[-1] == 0  # empty rows sort last
-    unsorted = SlicedELLMatrix.from_csr(a, 8, False, 8)
+    unsorted = SlicedELLMatrix.from_csr(a, 16, False, 8)
     assert unsorted.row_ids[:37].tolist() == list(range(37))
     assert s.padded_entries <= unsorted.padded_entries  # what sorting is for
+    cut = SlicedELLMatrix.from_csr(a, 8, True, 8)
+    assert cut.cut
+    firsts = list(dict.fromkeys(r for r in cut.row_ids.tolist() if r >= 0))
+    assert firsts == a.row_order().tolist()  # the pieces keep the sorted order
+
+
+def pieces(s: SlicedELLMatrix) -> dict[int, list[tuple[int, int]]]:
+    """Every row's slots as (slice, slot in the slice), in slot order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for slot, row in enumerate(s.row_ids.tolist()):
+        if row >= 0:
+            out.setdefault(row, []).append(divmod(slot, s.slice_rows))
+    return out
+
+
+def test_long_rows_cut_into_pieces_of_one_slice():
+    # Rows of 45, 30, 26, 8, 6, 5, 4, 0 entries, slices of 4, steps of 4: 1.25 x the mean is 19.4 and
+    # the longest / 4 is 11.25, so the share is 20. 45 -> 3 pieces of 15, 30 -> 2 of 15, 26 -> 2 of 13.
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([8, 45, 6, 30, 0, 26, 5, 4])
+    dense = sparse_from_lengths(lengths, 64, torch.float32, gen)
+    s = sell(dense, slice_rows=4, sort_rows=True, step=4)
+    assert s.cut and torch.equal(s.to_dense(), dense)
+    # Slice 0: row 1's three pieces and a padding slot (row 3's two would not fit); slice 1: the
+    # pieces of rows 3 and 5; then the whole rows, longest first.
+    assert s.row_ids.tolist() == [1, 1, 1, -1, 3, 3, 5, 5, 0, 2, 6, 7, 4, -1, -1, -1]
+    assert s.slice_lengths().tolist() == [16, 16, 8, 0] and s.capacity == 0
+    for row, slots in pieces(s).items():
+        assert len({sl for sl, _ in slots}) == 1  # one slice
+        assert [r for _, r in slots] == list(range(slots[0][1], slots[0][1] + len(slots)))  # consecutive
+
+
+@pytest.mark.parametrize("slice_rows", [2, 4, 8])
+def test_cut_pieces_stay_within_the_share(gen, slice_rows):
+    dense = skewed_sparse(200, 300, 30, torch.float32, gen, cv=0.8, empty_rows=7)
+    a = CSRMatrix.from_dense(dense)
+    lengths = a.row_lengths().float()
+    share = max(CUT_SLACK * float(lengths.mean()), float(lengths.max()) / slice_rows)
+    s = SlicedELLMatrix.from_csr(a, slice_rows, True, 8)
+    assert s.cut and torch.equal(s.to_dense(), dense)
+    assert int(s.slice_lengths().max()) <= -(-int(share + 0.5) // 8) * 8 + 8
+    assert int(s.slice_lengths().max()) < int(lengths.max())  # what cutting is for
+    for row, slots in pieces(s).items():
+        assert len({sl for sl, _ in slots}) == 1 and len(slots) <= slice_rows
+
+
+def test_uniform_unsorted_and_tall_slices_are_not_cut(gen):
+    even = sparse_from_lengths(torch.randint(14, 19, (64,), generator=gen), 80, torch.float32, gen)
+    assert not sell(even, slice_rows=4, sort_rows=True, step=8).cut  # within CUT_SLACK of the mean
+    skewed = skewed_sparse(64, 80, 12, torch.float32, gen, cv=0.8)
+    assert sell(skewed, slice_rows=4, sort_rows=True, step=8).cut
+    assert not sell(skewed, slice_rows=4, sort_rows=False, step=8).cut
+    assert not sell(skewed, slice_rows=16, sort_rows=True, step=8).cut  # past CUT_MAX_SLICE_ROWS
+    assert not sell(skewed, slice_rows=1, sort_rows=True, step=8).cut
 
 
 def test_column_index_width():

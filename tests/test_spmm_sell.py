@@ -86,16 +86,39 @@ def test_slices_of_one_capacity_and_listed(gen, device, monkeypatch, dtype, tol,
 
 
 def test_sorted_matches_unsorted_and_csr(gen, device):
-    # A row is reduced in the same steps whatever slice holds it (padding only adds zeros): the sorted
-    # and unsorted slicings give identical bits; the CSR kernel agrees to rounding.
+    # A whole row is reduced in the same steps whatever slice holds it (padding only adds zeros): the
+    # sorted and unsorted slicings give identical bits where no row is cut (slices of 16); cut rows
+    # (slices of 4) and the CSR kernel agree to rounding.
     dense = skewed_sparse(M, 40, 10, torch.float32, gen, cv=0.5, empty_rows=5)
     b = randn(40, 16, dtype=torch.float32, gen=gen)
-    y0 = run(dense, b, dataclasses.replace(SELL, swizzle=False), device)
-    y1 = run(dense, b, SELL, device)
+    tall = dataclasses.replace(SELL, rows=16)
+    y0 = run(dense, b, dataclasses.replace(tall, swizzle=False), device)
+    y1 = run(dense, b, tall, device)
     assert torch.equal(y0, y1)
+    assert SlicedELLMatrix.from_csr(CSRMatrix.from_dense(dense), SELL.rows, True, SELL.nnz_step).cut
+    y_cut = run(dense, b, SELL, device)
+    assert_close(y_cut, spmm_ref(dense, b), TOL[torch.float32])
     csr = dataclasses.replace(SELL, kernel="csr")
     assert_close(y1, run(dense, b, csr, device), TOL[torch.float32])
-    assert (y1[(dense != 0).sum(1) == 0] == 0).all()  # empty rows are written, as zeros
+    assert (y_cut[(dense != 0).sum(1) == 0] == 0).all()  # empty rows are written, as zeros
+
+
+@pytest.mark.parametrize("rows", [2, 4, 8])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_rows_cut_into_pieces_sum_once_with_bias(gen, device, dtype, tol, rows):
+    # Lengths of cv 1.2: the longest rows hold several shares, cut into up to `rows` pieces whose
+    # slots sum before the first stores (with the bias added once); N = 19 leaves a masked tail.
+    dense = skewed_sparse(61, 300, 25, dtype, gen, cv=1.2, empty_rows=4)
+    b = randn(300, 19, dtype=dtype, gen=gen)
+    bias = randn(61, dtype=dtype, gen=gen)
+    a = CSRMatrix.from_dense(dense.to(device))
+    s = SlicedELLMatrix.from_csr(a, rows, True, 8)
+    assert s.cut and int((s.row_ids[1:] == s.row_ids[:-1]).sum()) >= 3  # several rows in pieces
+    cfg = dataclasses.replace(SELL, rows=rows, block_n=32)
+    out = torch.full((61, 19), float("nan"), dtype=dtype, device=device)
+    y = stuning.spmm(a, b.to(device), config=cfg, out=out, bias=bias.to(device))
+    ref = spmm_ref(dense, b) + bias.double()[:, None]
+    assert_close(y, ref, tol, str(cfg))
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)

@@ -12,6 +12,15 @@ small S or step are, and vectorized along the S rows (row-major would read S sep
 ``step`` entries, half a 32-byte sector each for fp16 and step 8). This is the layout of Kreutzer et
 al.'s SELL-C-sigma for the same reason.
 
+Sorted slices still differ as much as the rows do: with skewed rows (lognormal lengths, cv 0.4) the
+longest row holds about 3x the mean, and with every program of a launch in flight at once the
+program holding it sets the launch's time. So a sorted slicing cuts rows longer than a fair share,
+``share = max(CUT_SLACK x mean row, longest row / S)`` rounded up to whole steps, into up to S pieces of about
+equal length (``cut_rows``). A row's pieces sit in consecutive slots of one slice, each slot
+naming the row in ``row_ids``; the kernel sums the slots of a row before storing it once (an
+S x S x BLOCK_N sum, so only for slices of up to ``CUT_MAX_SLICE_ROWS`` rows). Uniform rows are
+not cut: the share then covers the longest row.
+
 Where the slices are about equally long (``capacity.fixed_capacity``: uniform sparsity, rows not
 sorted), every slice is padded to the longest, ``capacity`` entries: slice s then starts at
 ``s * capacity``, which the kernel computes rather than loads before its first loads of A.
@@ -25,6 +34,8 @@ fp16 values), else int32. Weights are static, so ``from_csr`` caches the result 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from stuning.formats.capacity import fixed_capacity
@@ -33,6 +44,12 @@ from stuning.formats.stored import StoredValues
 
 _INT16_MAX = 2**15 - 1
 _INT32_MAX = 2**31 - 1
+# The kernel sums a slice's pieces of one row as an (S x S x BLOCK_N) product of its partial rows:
+# 8 x 8 x 128 fp32 values at most, 128 a thread on two warps.
+CUT_MAX_SLICE_ROWS = 8
+# Rows up to this many times the mean stay whole: random (binomial) rows spread a few percent about
+# the mean, and cutting them would buy that little for a slot and a sum each.
+CUT_SLACK = 1.25
 
 
 def column_dtype(k: int) -> torch.dtype:
@@ -45,13 +62,14 @@ class SlicedELLMatrix(StoredValues):
 
     ``values`` and ``cols`` (padded entries, column-major within each slice), ``slice_ptr``
     (n_slices + 1 offsets into them) and ``row_ids`` (n_slices * slice_rows: the output row of each
-    slice row, -1 for the padding rows of the last slice); ``capacity``: the entries of every slice
-    where all are padded alike, else 0.
+    slot, -1 for padding slots); ``capacity``: the entries of every slice where all are padded alike,
+    else 0; ``cut``: whether some row was cut into pieces (consecutive slots of a slice with the
+    same row id, which the kernel sums).
     """
 
     def __init__(self, values: torch.Tensor, cols: torch.Tensor, slice_ptr: torch.Tensor, row_ids: torch.Tensor,
                  shape: tuple[int, int], *, slice_rows: int, step: int, sorted_rows: bool, nnz: int,
-                 capacity: int = 0):
+                 capacity: int = 0, cut: bool = False):
         self.values = values
         self.cols = cols
         self.slice_ptr = slice_ptr
@@ -62,6 +80,13 @@ class SlicedELLMatrix(StoredValues):
         self.sorted_rows = bool(sorted_rows)
         self.nnz = int(nnz)  # stored entries of the CSR matrix it came from (padding excluded)
         self.capacity = int(capacity)
+        self.cut = bool(cut)
+
+    @staticmethod
+    def cuts_rows(slice_rows: int, sort_rows: bool) -> bool:
+        """Whether a slicing cuts rows longer than their share: sorted slices of up to
+        ``CUT_MAX_SLICE_ROWS`` rows (unsorted slices mix lengths anyway)."""
+        return bool(sort_rows) and 1 < int(slice_rows) <= CUT_MAX_SLICE_ROWS
 
     @staticmethod
     def cache_key(slice_rows: int, sort_rows: bool, step: int) -> tuple:
@@ -88,13 +113,11 @@ class SlicedELLMatrix(StoredValues):
     def _build(cls, csr: CSRMatrix, s: int, sort_rows: bool, step: int) -> SlicedELLMatrix:
         m, k = csr.shape
         dev = csr.device
-        n_slices = -(-m // s)
-        slots = n_slices * s
-        lengths = csr.row_lengths()
+        lengths = csr.row_lengths().to(torch.int64)
         order = csr.row_order().to(torch.int64) if sort_rows else torch.arange(m, device=dev)
-        # Slot p of the slicing holds row order[p]; the last slice's extra slots hold nothing.
-        slot_len = torch.zeros(slots, dtype=torch.int64, device=dev)
-        slot_len[:m] = lengths[order]
+        slot_row, slot_start, slot_len = _slots(lengths, order, s, step, cls.cuts_rows(s, sort_rows))
+        slots = slot_row.numel()
+        n_slices = slots // s
         slice_len = slot_len.view(n_slices, s).amax(dim=1) if slots else slot_len[:0]
         slice_len = (slice_len + step - 1) // step * step
         capacity = fixed_capacity(slice_len * s)
@@ -109,21 +132,21 @@ class SlicedELLMatrix(StoredValues):
         local = torch.arange(total, device=dev) - slice_ptr[:-1][pos_slice]
         j, r = local // s, local % s
         slot = pos_slice * s + r
-        row = order[slot.clamp(max=max(m - 1, 0))]
-        row_len = torch.where(slot < m, lengths[row], torch.zeros_like(slot))
-        # A real entry reads entry j of its row; padding repeats the row's last entry with value 0
-        # (column 0 for empty rows and the last slice's padding rows).
-        src = csr.crow.to(torch.int64)[row] + torch.minimum(j, row_len - 1)
-        has_any = row_len > 0
+        row = slot_row[slot].clamp(min=0)
+        piece_len = slot_len[slot]
+        # A real entry reads entry j of its piece; padding repeats the piece's last entry with value 0
+        # (column 0 for empty rows and padding slots).
+        src = csr.crow.to(torch.int64)[row] + slot_start[slot] + torch.minimum(j, piece_len - 1)
+        has_any = piece_len > 0
         src = torch.where(has_any, src, torch.zeros_like(src))
         cols = torch.where(has_any, csr.col.to(torch.int64)[src], torch.zeros_like(src))
         zero = torch.zeros((), dtype=csr.values.dtype, device=dev)
-        values = torch.where(j < row_len, csr.values[src], zero)
-        row_ids = torch.full((slots,), -1, dtype=torch.int32, device=dev)
-        row_ids[:m] = order.to(torch.int32)
+        values = torch.where(j < piece_len, csr.values[src], zero)
+        row_ids = slot_row.to(torch.int32)
         ptr_dtype = torch.int32 if total <= _INT32_MAX else torch.int64
         return cls(values, cols.to(column_dtype(k)), slice_ptr.to(ptr_dtype), row_ids, csr.shape, slice_rows=s,
-                   step=step, sorted_rows=sort_rows, nnz=csr.nnz, capacity=capacity)
+                   step=step, sorted_rows=sort_rows, nnz=csr.nnz, capacity=capacity,
+                   cut=bool(((slot_row[1:] == slot_row[:-1]) & (slot_row[1:] >= 0)).any()))
 
     # ---------------------------------------------------------------------------------- queries
     @property
@@ -172,3 +195,50 @@ class SlicedELLMatrix(StoredValues):
             f"capacity={self.capacity}, "
             f"cols={self.cols.dtype}, dtype={self.dtype}, device={self.device})"
         )
+
+
+def _slots(lengths: torch.Tensor, order: torch.Tensor, s: int, step: int, cut: bool
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The slots of a slicing (a multiple of ``s``): each slot's row (-1: padding), the offset of its
+    first entry in the row and its length. Rows are taken in ``order``; with ``cut``, rows longer
+    than the share are cut into pieces of about equal length, the pieces of a row in consecutive
+    slots of one slice (padding slots end a slice where the next row's pieces would not fit)."""
+    m = order.numel()
+    dev = order.device
+    ordered = lengths[order] if m else lengths[:0]
+    pieces = torch.ones_like(ordered)
+    if cut and m and int(ordered.max()) > 0:
+        share = math.ceil(max(CUT_SLACK * float(ordered.float().mean()), float(ordered.max()) / s))
+        share = -(-share // step) * step
+        pieces = (ordered + share - 1).div(share, rounding_mode="floor").clamp(min=1)
+    if not m or int(pieces.max()) == 1:
+        slots = -(-m // s) * s
+        slot_row = torch.full((slots,), -1, dtype=torch.int64, device=dev)
+        slot_len = torch.zeros(slots, dtype=torch.int64, device=dev)
+        slot_row[:m], slot_len[:m] = order, ordered
+        return slot_row, torch.zeros_like(slot_len), slot_len
+    # Sorted longest first, so the cut rows lead; only they may need padding before them.
+    n_cut = int((pieces > 1).sum())
+    first = []
+    at = 0
+    for p in pieces[:n_cut].tolist():
+        if at % s + p > s:
+            at += s - at % s
+        first.append(at)
+        at += p
+    starts = torch.tensor(first, dtype=torch.int64, device=dev)
+    starts = torch.cat([starts, at + torch.arange(m - n_cut, dtype=torch.int64, device=dev)])
+    slots = -(-(at + m - n_cut) // s) * s
+    # Piece q of a row of L entries cut in p: entries floor(q L / p) .. floor((q + 1) L / p).
+    row_of_piece = torch.repeat_interleave(torch.arange(m, device=dev), pieces)
+    q = torch.arange(row_of_piece.numel(), device=dev) - torch.repeat_interleave(torch.cumsum(pieces, 0) - pieces,
+                                                                                 pieces)
+    p, length = pieces[row_of_piece], ordered[row_of_piece]
+    begin = q * length // p
+    end = (q + 1) * length // p
+    where = starts[row_of_piece] + q
+    slot_row = torch.full((slots,), -1, dtype=torch.int64, device=dev)
+    slot_start = torch.zeros(slots, dtype=torch.int64, device=dev)
+    slot_len = torch.zeros(slots, dtype=torch.int64, device=dev)
+    slot_row[where], slot_start[where], slot_len[where] = order[row_of_piece], begin, end - begin
+    return slot_row, slot_start, slot_len

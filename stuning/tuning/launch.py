@@ -54,7 +54,7 @@ def launch_spmm(a: CSRMatrix, b: torch.Tensor, config: spmm_kernel.SpMMConfig, *
         s = SlicedELLMatrix.from_csr(a, config.rows, config.swizzle, config.nnz_step)
         return sell_kernel.spmm_sell(s.values, s.cols, s.slice_ptr, s.row_ids, b, m=a.shape[0],
                                      slice_rows=s.slice_rows, step=s.step, config=config,
-                                     capacity=s.capacity, out=out, bias=bias)
+                                     capacity=s.capacity, cut=s.cut, out=out, bias=bias)
     return spmm_kernel.spmm(a.crow, a.col, a.values, b, m=a.shape[0], config=config,
                             row_order=a.row_order() if config.swizzle else None, pad_to=a.pad_to, out=out,
                             bias=bias)
