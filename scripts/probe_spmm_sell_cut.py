@@ -19,12 +19,14 @@ import os
 
 import torch
 from probe_harness import check_close, probe_time_us
+from stuning.kernels import spmm_sell
+from stuning.kernels.spmm import SpMMProblem
 
 import stuning
 from stuning.formats.sell import SlicedELLMatrix
-from stuning.kernels import spmm_sell
-from stuning.kernels.spmm import SpMMProblem
 from stuning.matrices import random_sparse
+from stuning.ops.inputs import tuned_config
+from stuning.ops.spmm import spmm_features
 
 
 def env_list(name: str, default: str, cast):
@@ -49,39 +51,41 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     rows_out = []
     for (m, k), n, sp, cv in itertools.product(shapes, ns, sparsities, cvs):
-        w = random_sparse(m, k, sp, skew_cv=cv, dtype=torch.float16, generator=gen).to(device)
-        x = torch.randn(k, n, generator=gen).half().to(device)
-        ref = w.double() @ x.double()
-        cut_a = stuning.CSRMatrix.from_dense(w, pad_to=4)
-        whole_a = stuning.CSRMatrix.from_dense(w, pad_to=4)
-        problem = SpMMProblem(m, k, n, cut_a.nnz, torch.float16, 4)
-        dense_us = probe_time_us(lambda: w @ x, smoke)
-        pick_us = probe_time_us(lambda: stuning.spmm(cut_a, x), smoke)
-        pick = stuning.ops.inputs.tuned_config(cut_a, "spmm", n, cut_a.dtype,
-                                               lambda: stuning.ops.spmm.spmm_features(cut_a, n))
-        check_close(stuning.spmm(cut_a, x), ref, "pick")
-        times = {"cut": {}, "whole": {}}
-        for cfg in grid(problem):
-            for form, a in (("cut", cut_a), ("whole", whole_a)):
-                if form == "whole":
-                    key = SlicedELLMatrix.cache_key(cfg.rows, True, cfg.nnz_step)
-                    if key not in a.cache:
-                        a.cache[key] = _uncut(a, cfg.rows, cfg.nnz_step)
-                y = stuning.spmm(a, x, config=cfg)
-                check_close(y, ref, f"{form} {cfg}")
-                times[form][json.dumps(dataclasses.asdict(cfg))] = probe_time_us(
-                    lambda a=a, cfg=cfg: stuning.spmm(a, x, config=cfg), smoke)
-        best = {f: min(t.items(), key=lambda kv: kv[1]) if t else (None, float("nan")) for f, t in times.items()}
-        row = {"m": m, "k": k, "n": n, "sparsity": sp, "cv": cv, "dense_us": dense_us, "pick_us": pick_us,
-               "pick": dataclasses.asdict(pick) if dataclasses.is_dataclass(pick) else str(pick),
-               "best_cut": best["cut"], "best_whole": best["whole"], "times": times}
+        row = measure(m, k, n, sp, cv, gen, device, smoke)
         rows_out.append(row)
-        print(f"{m}x{k} n={n} {sp:.0%} cv={cv}: cuBLAS {dense_us:.2f}  pick {pick_us:.2f} "
-              f"({getattr(pick, 'kernel', '?')})  sell whole {best['whole'][1]:.2f}  sell cut {best['cut'][1]:.2f}",
-              flush=True)
+        print(f"{m}x{k} n={n} {sp:.0%} cv={cv}: cuBLAS {row['dense_us']:.2f}  pick {row['pick_us']:.2f} "
+              f"({row['pick'].get('kernel', '?')})  sell whole {row['best_whole'][1]:.2f}  "
+              f"sell cut {row['best_cut'][1]:.2f}", flush=True)
     out = os.environ.get("OUT", ".")
     with open(os.path.join(out, "sell-cut.json"), "w") as f:
         json.dump(rows_out, f, indent=1)
+
+
+def measure(m: int, k: int, n: int, sp: float, cv: float, gen: torch.Generator, device: str, smoke: bool) -> dict:
+    """One problem: cuBLAS, the pick, and every grid config on the cut and the uncut slicing."""
+    w = random_sparse(m, k, sp, skew_cv=cv, dtype=torch.float16, generator=gen).to(device)
+    x = torch.randn(k, n, generator=gen).half().to(device)
+    ref = w.double() @ x.double()
+    cut_a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+    whole_a = stuning.CSRMatrix.from_dense(w, pad_to=4)
+    problem = SpMMProblem(m, k, n, cut_a.nnz, torch.float16, 4)
+    dense_us = probe_time_us(lambda: w @ x, smoke)
+    pick_us = probe_time_us(lambda: stuning.spmm(cut_a, x), smoke)
+    pick = tuned_config(cut_a, "spmm", n, cut_a.dtype, lambda: spmm_features(cut_a, n))
+    check_close(stuning.spmm(cut_a, x), ref, "pick")
+    times = {"cut": {}, "whole": {}}
+    for cfg in grid(problem):
+        for form, a in (("cut", cut_a), ("whole", whole_a)):
+            if form == "whole":
+                key = SlicedELLMatrix.cache_key(cfg.rows, True, cfg.nnz_step)
+                if key not in a.cache:
+                    a.cache[key] = _uncut(a, cfg.rows, cfg.nnz_step)
+            check_close(stuning.spmm(a, x, config=cfg), ref, f"{form} {cfg}")
+            times[form][json.dumps(dataclasses.asdict(cfg))] = probe_time_us(
+                lambda a=a, cfg=cfg: stuning.spmm(a, x, config=cfg), smoke)
+    best = {f: min(t.items(), key=lambda kv: kv[1]) if t else (None, float("nan")) for f, t in times.items()}
+    return {"m": m, "k": k, "n": n, "sparsity": sp, "cv": cv, "dense_us": dense_us, "pick_us": pick_us,
+            "pick": dataclasses.asdict(pick), "best_cut": best["cut"], "best_whole": best["whole"], "times": times}
 
 
 def _uncut(a, rows: int, step: int) -> SlicedELLMatrix:

@@ -118,7 +118,7 @@ def test_long_rows_cut_into_pieces_of_one_slice():
     # pieces of rows 3 and 5; then the whole rows, longest first.
     assert s.row_ids.tolist() == [1, 1, 1, -1, 3, 3, 5, 5, 0, 2, 6, 7, 4, -1, -1, -1]
     assert s.slice_lengths().tolist() == [16, 16, 8, 0] and s.capacity == 0
-    for row, slots in pieces(s).items():
+    for slots in pieces(s).values():
         assert len({sl for sl, _ in slots}) == 1  # one slice
         assert [r for _, r in slots] == list(range(slots[0][1], slots[0][1] + len(slots)))  # consecutive
 
@@ -133,7 +133,7 @@ def test_cut_pieces_stay_within_the_share(gen, slice_rows):
     assert s.cut and torch.equal(s.to_dense(), dense)
     assert int(s.slice_lengths().max()) <= -(-int(share + 0.5) // 8) * 8 + 8
     assert int(s.slice_lengths().max()) < int(lengths.max())  # what cutting is for
-    for row, slots in pieces(s).items():
+    for slots in pieces(s).values():
         assert len({sl for sl, _ in slots}) == 1 and len(slots) <= slice_rows
 
 
