@@ -34,11 +34,14 @@ def env_list(name: str, default: str, cast):
 
 
 def grid(problem: SpMMProblem) -> list:
-    """The sorted configs of the library's sell space with slices of 2-8 rows, 2-4 warps, the
-    steps and N tiles the decode entries use."""
-    steps = (32, 64, 128) if problem.n <= 32 else (8, 16, 32)
-    return [c for c in spmm_sell.config_space(problem)
-            if c.swizzle and c.rows <= 8 and c.num_warps <= 4 and c.nnz_step in steps]
+    """The sorted configs of the library's sell space with slices of 2-8 rows near the decode
+    entries' picks: at N = 16 steps of 32-128 on 2-4 warps, at N = 128 steps of 8-32 on 2 warps
+    with N tiles of 64."""
+    if problem.n <= 32:
+        keep = lambda c: c.nnz_step >= 32 and c.num_warps <= 4  # noqa: E731
+    else:
+        keep = lambda c: c.nnz_step <= 32 and c.num_warps == 2 and c.block_n == 64  # noqa: E731
+    return [c for c in spmm_sell.config_space(problem) if c.swizzle and c.rows <= 8 and keep(c)]
 
 
 def main() -> None:
