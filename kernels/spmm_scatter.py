@@ -131,9 +131,13 @@ def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple
 
 
 def block_ns(n: int) -> tuple[int, ...]:
-    """X's tile widths at N: N rounded up to a power of two, at most 256; and 128 from N = 256 up."""
+    """X's tile widths at N: N rounded up to a power of two, at most 256; and half that from 128 up.
+    Half-width tiles scatter each band of A once an N tile, but where bands are few they fill the
+    GPU without splitting K: at N = 128, 95% zeros on the H200, 3072 x 768 ran 5.3 us on 64-wide
+    tiles against 6.1 us on 128-wide ones with two splits (4096 x 4096: 14.0 against 13.7;
+    BENCHMARKS.md 8n)."""
     widest = min(256, max(MIN_N, triton.next_power_of_2(n)))
-    return (widest, 128) if widest == 256 else (widest,)
+    return (widest, widest // 2) if widest >= 128 else (widest,)
 
 
 def why_excluded(config, problem, budget: DeviceBudget) -> str | None:

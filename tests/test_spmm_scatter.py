@@ -166,7 +166,7 @@ def test_config_space_only_on_hopper_with_its_triton(monkeypatch):
     space = spmm_scatter.config_space(problem, H100_BUDGET)
     assert space and all(c.kernel == "scatter" for c in space)
     assert all(spmm_scatter.why_excluded(c, problem, H100_BUDGET) is None for c in space)
-    assert {c.block_n for c in space} == {128}
+    assert {c.block_n for c in space} == {128, 64}  # N and half of it
     assert {c.split_k for c in space} == set(spmm_scatter.SPLIT_KS)
     for c in space:
         _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(c.rows, c.nnz_step, c.block_n, c.num_stages)
@@ -175,6 +175,7 @@ def test_config_space_only_on_hopper_with_its_triton(monkeypatch):
     assert spmm_scatter.config_space(dataclasses.replace(problem, n=8), H100_BUDGET) == []
     wide = spmm_scatter.config_space(dataclasses.replace(problem, n=2048), H100_BUDGET)
     assert {c.block_n for c in wide} == {128, 256}
+    assert {c.block_n for c in spmm_scatter.config_space(dataclasses.replace(problem, n=64), H100_BUDGET)} == {64}
 
 
 def test_repair_fits_n_and_k():
