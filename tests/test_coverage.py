@@ -101,6 +101,25 @@ def test_a_kernel_rebuilt_since_counts_as_untried_where_another_won(scatter_in_s
     assert untried_kernels(won, H100_BUDGET) == []
 
 
+def test_sliced_ell_counts_as_rebuilt_only_where_it_cuts_rows(scatter_in_space):
+    # Its rebuild cut rows longer than CUT_SLACK x the mean: skewed entries from before it are listed
+    # unless sliced ELL won; entries whose rows it would not cut are not.
+    sell_rebuilt = KERNELS_REBUILT["spmm"]["sell"]
+    searched = ["csr", "scatter", "sell"]
+    before = "2026-11-25T15:00:00+00:00"
+
+    def entry(row_cv, updated=before, kernel="csr"):
+        f = synthetic_spmm_features(4096, 4096, 128, 0.05, torch.float16, row_cv=row_cv)
+        return dataclasses.replace(spmm_entry(kernels=searched, updated=updated), features=dict(f.values),
+                                   best=TimedConfig({"kernel": kernel}, 20.0))
+
+    assert untried_kernels(entry(0.4), H100_BUDGET) == ["sell"]
+    assert untried_kernels(entry(0.05), H100_BUDGET) == []  # longest row 1.15x the mean: nothing cut
+    assert untried_kernels(entry(0.4, updated=sell_rebuilt), H100_BUDGET) == []
+    assert untried_kernels(entry(0.4, kernel="sell"), H100_BUDGET) == []
+    assert untried_kernels(entry(0.4, kernel="scatter"), H100_BUDGET) == ["sell"]
+
+
 def test_an_entry_seeds_its_configs_of_a_rebuilt_kernel(scatter_in_space):
     features = synthetic_spmm_features(4096, 4096, 128, 0.1, torch.float16)
     fam = family("spmm")

@@ -9,7 +9,8 @@ each kernel joined its op's space, against the entry's ``updated``.
 
 A kernel rebuilt to run faster under the same configs (no new kernel revision: its configs and
 results stay valid) lost its searches to other kernels on times it no longer runs at. An entry
-updated before the rebuild whose best is another kernel counts that kernel as untried too.
+updated before the rebuild whose best is another kernel counts that kernel as untried too, where
+the rebuild changed the entry's problem (``REBUILT_FOR``: sliced ELL's cut rows, only skewed ones).
 
 Whether a kernel is in a problem's space depends on the device and on this installation (the Gluon
 kernels need sm_90 and Triton 3.6), so which kernels an entry never tried depends on the machine
@@ -18,7 +19,10 @@ that asks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from stuning.db.entry import DBEntry, parse_timestamp
+from stuning.formats.sell import CUT_SLACK
 from stuning.kernels.target import DeviceBudget
 from stuning.tuning.features import ProblemFeatures
 from stuning.tuning.registry import family
@@ -38,7 +42,19 @@ KERNELS_JOINED: dict[str, dict[str, str]] = {
 # a ring, split-K slices, tile lists of one capacity (BENCHMARKS.md 7y-8b): 4096 x 4096 at N = 128
 # from 19.2 to 15.2 us. The sliced-ELL capacity (8f) moved its rows within noise, so it is absent.
 KERNELS_REBUILT: dict[str, dict[str, str]] = {
-    "spmm": {"scatter": "2026-11-25T08:07:44+00:00"},
+    "spmm": {"scatter": "2026-11-25T08:07:44+00:00", "sell": "2026-11-25T15:48:44+00:00"},
+}
+
+
+def _rows_to_cut(features: dict) -> bool:
+    return features.get("row_max", 0) > CUT_SLACK * features.get("row_mean", 0)
+
+
+# The problems a rebuild changed, where not all (features -> whether it did). Sorted sliced ELL cuts
+# rows longer than their share (a283186: 768 x 3072 at N = 128, 95% zeros, rows of cv 0.4 from 14.1
+# to 9.3 us, BENCHMARKS.md 8n); where no row is longer than CUT_SLACK x the mean, nothing is cut.
+REBUILT_FOR: dict[str, dict[str, Callable[[dict], bool]]] = {
+    "spmm": {"sell": _rows_to_cut},
 }
 
 
@@ -65,6 +81,7 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
         joined = KERNELS_JOINED.get(entry.op, {})
         never = {k for k in current if k in joined and updated < parse_timestamp(joined[k])}
     rebuilt = KERNELS_REBUILT.get(entry.op, {})
+    touched = REBUILT_FOR.get(entry.op, {})
     older = {k for k in current if k in rebuilt and updated < parse_timestamp(rebuilt[k])
-             and entry.best.config.get("kernel") != k}
+             and entry.best.config.get("kernel") != k and touched.get(k, lambda f: True)(entry.features)}
     return sorted(never | older)
