@@ -131,18 +131,13 @@ def _misses(args) -> int:
 
 
 def _untried(args) -> int:
-    from stuning.tuning.coverage import untried_kernels
+    from stuning.tuning.coverage import untried_entries
     from stuning.tuning.registry import budget_of
     from stuning.tuning.session import target_spec
 
     db = _open(args)
-    budget = budget_of(target_spec(db.device_name))
-    found = {}
-    for key, entry in sorted(db.entries().items()):
-        if args.op is None or entry.op == args.op:
-            untried = untried_kernels(entry, budget)
-            if untried:
-                found[key] = (entry, untried)
+    listed = untried_entries(db, budget_of(target_spec(db.device_name)), None if args.op is None else [args.op])
+    found = {key: (entry, untried) for key, entry, untried in listed}
     if args.json:
         print_json({"device": db.device_name, "entries": {k: {"kernel": e.best.config.get("kernel"),
                                                                "time_us": e.best.time_us, "untried": u}

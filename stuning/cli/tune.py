@@ -79,7 +79,8 @@ def run(args) -> int:
 def _untried_jobs(args, db, budget) -> list:
     """(key, job) for each entry ``stuning db untried`` lists, of the --op given: the job builds the
     entry's inputs when it runs (one problem in memory at a time) and tunes them, or says why not."""
-    from stuning.tuning.driver import case_like, entry_problem, tune_problem, untried_entries
+    from stuning.tuning.coverage import untried_entries
+    from stuning.tuning.driver import case_like, entry_problem, tune_problem
     from stuning.tuning.registry import budget_of
     from stuning.tuning.session import target_spec
 
@@ -92,7 +93,7 @@ def _untried_jobs(args, db, budget) -> list:
 
     ops = split_list(args.op, "op", str)
     found = untried_entries(db, budget_of(target_spec(db.device_name)), ops)
-    return [(key, functools.partial(job, key, entry)) for key, entry in found]
+    return [(key, functools.partial(job, key, entry)) for key, entry, _ in found]
 
 
 def _result_row(name: str, outcome, key: str) -> dict:

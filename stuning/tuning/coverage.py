@@ -85,3 +85,15 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     older = {k for k in current if k in rebuilt and updated < parse_timestamp(rebuilt[k])
              and entry.best.config.get("kernel") != k and touched.get(k, lambda f: True)(entry.features)}
     return sorted(never | older)
+
+
+def untried_entries(db, budget: DeviceBudget, ops=None) -> list:
+    """(key, entry, its untried kernels) for each entry of ``db`` (of ``ops`` if given) whose search
+    never covered a kernel of its space, in key order: what ``stuning db untried`` lists."""
+    found = []
+    for key, entry in sorted(db.entries().items()):
+        if ops is None or entry.op in ops:
+            untried = untried_kernels(entry, budget)
+            if untried:
+                found.append((key, entry, untried))
+    return found

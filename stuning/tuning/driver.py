@@ -210,12 +210,6 @@ def case_like(features: ProblemFeatures):
     return SDDMMCase(v["m"], v["n"], v["k"], 1.0 - v["density"], dtype)
 
 
-def untried_entries(db, budget: DeviceBudget, ops=None) -> list:
-    """(key, entry) of each entry of ``db`` (of ``ops`` if given) that ``stuning db untried`` lists."""
-    return [(key, entry) for key, entry in sorted(db.entries().items())
-            if (ops is None or entry.op in ops) and untried_kernels(entry, budget)]
-
-
 def entry_problem(key: str, entry, *, seed: int = 0) -> tuple[Problem | None, str | None]:
     """A problem keyed ``key`` on random inputs rebuilt from the entry's features, or (None, why not).
 
