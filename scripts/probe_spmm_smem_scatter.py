@@ -13,6 +13,7 @@ flushed); a failure is recorded with its error, not raised.
     PROBE_NS=128 PROBE_SPARSITIES=0.9 PROBE_CONFIGS=64x128x128:4:2 python3 scripts/probe_spmm_smem_scatter.py
     PROBE_NS=2048 PROBE_SPLITS=1,2 python3 scripts/probe_spmm_smem_scatter.py
     PROBE_LAYOUTS=fixed,listed ...   # each config with A's lists of one capacity, then of their own
+    PROBE_MORE_STAGES=5 PROBE_CONFIGS=64x128x128:2:5 ...   # X stages the library's space lacks
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scat
 # PROBE_LAYOUTS: time each config on A's lists padded to one capacity ("fixed": bounds computed), on
 # lists of their own lengths ("listed": bounds read from tile_ptr), or both; unset, the library's choice.
 LAYOUTS = [v for v in os.environ.get("PROBE_LAYOUTS", "").split(",") if v]
+# PROBE_MORE_STAGES: X stages to allow beyond the library's STAGES (e.g. 5,6), where shared memory has room.
+for _more in (int(v) for v in os.environ.get("PROBE_MORE_STAGES", "").split(",") if v):
+    spmm_scatter.STAGES = {bm: tuple(sorted({*stages, _more})) for bm, stages in spmm_scatter.STAGES.items()}
 
 
 def use_layout(a, bm: int, bk: int, layout: str) -> None:
