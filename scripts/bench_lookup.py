@@ -7,7 +7,8 @@ SDDMM) out of the shipped database in turn, rebuilds its problem from its featur
 of its shape, density and row skew), and times on it:
 - its own config (what tuning it found: the reference every other time is divided by),
 - the cost model's pick,
-- the nearest other entry's config (repaired for the problem) under each distance in ``METRICS``.
+- the nearest other entry's config (repaired for the problem) under each distance in ``METRICS``,
+- of the ``NEAREST_K`` nearest entries' configs, the one the cost model ranks first.
 Every config is checked against the fp32 reference before it is timed (the tuner's check). The
 policies (a distance and a limit, the model past it) are then scored offline: per policy the
 geomean and the worst of its pick's time over the own config's, and how often it fell back.
@@ -32,7 +33,7 @@ import pandas as pd
 import torch
 
 from stuning.db.entry import RATIO, feature_distance
-from stuning.tuning.features import ProblemFeatures
+from stuning.tuning.features import NEAREST_FEATURES, ProblemFeatures
 
 SIZES = ("m", "k", "n")
 # How each candidate distance compares the features (``stuning.db.feature_distance``).
@@ -45,6 +46,11 @@ METRICS = {
     "log-density+cv": {**dict.fromkeys((*SIZES, "density"), RATIO), "row_cv": 0.25},
 }
 LIMITS = (0.25, 0.5, 1.0, 1.5, 2.0, math.inf)
+# One more policy: the configs of the NEAREST_K nearest entries (the library's distance), the one the
+# cost model predicts fastest; where neighbours disagree on the kernel (a density at which the best
+# kernel flips), the model arbitrates between them instead of searching the whole space.
+NEAREST_K = 3
+POLICIES = (*METRICS, f"{NEAREST_K}-model")
 
 
 def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: int | None = None):
@@ -85,6 +91,12 @@ def candidates(key: str, entry, entries: dict, model, fam) -> dict[str, object]:
         if other is not None:
             out[f"near:{name}"] = fam.repair(fam.config_from_dict(others[other].config), features)
             out[f"dist:{name}"] = dist
+    how = NEAREST_FEATURES[entry.op]
+    nearest = sorted((feature_distance(entry.features, e.features, how), k) for k, e in others.items())[:NEAREST_K]
+    if nearest:
+        configs = [fam.repair(fam.config_from_dict(others[k].config), features) for _, k in nearest]
+        out[f"near:{NEAREST_K}-model"] = model.rank(features, configs)[0][0]
+        out[f"dist:{NEAREST_K}-model"] = nearest[0][0]
     return out
 
 
@@ -92,7 +104,7 @@ def score(df: pd.DataFrame) -> pd.DataFrame:
     """Each policy's geomean and worst time over the own config's, and its fallback rate."""
     rows = []
     per_entry = {key: g.set_index("label") for key, g in df.groupby("key")}
-    for name in METRICS:
+    for name in POLICIES:
         for limit in LIMITS:
             ratios, fell, seen = [], 0, 0
             for g in per_entry.values():
