@@ -3,8 +3,8 @@
 For each problem (M x K, N, zeros, row-length cv) it times a grid of sorted sliced-ELL configs of
 up to ``CUT_MAX_SLICE_ROWS`` rows twice, on the format with rows cut (today's) and uncut, each
 checked against float64; in the same run dense cuBLAS and the config ``stuning.spmm`` picks
-(database, else cost model). Cold-L2 CUDA-graph medians. Writes ``$OUT/sell-cut.json``; prints one
-row a problem::
+(database, else cost model). Cold-L2 CUDA-graph medians. Writes ``$OUT/sell-cut.json`` when $OUT is
+set; prints one row a problem::
 
     PROBE_SHAPES=768x3072,3072x768 PROBE_NS=16,128 PROBE_SPARSITIES=0.9,0.95 PROBE_CVS=0.4 \\
         python3 scripts/probe_spmm_sell_cut.py
@@ -18,7 +18,7 @@ import json
 import os
 
 import torch
-from probe_harness import check_close, probe_time_us
+from probe_harness import check_close, probe_time_us, write_results
 from stuning.kernels import spmm_sell
 from stuning.kernels.spmm import SpMMProblem
 
@@ -59,9 +59,7 @@ def main() -> None:
         print(f"{m}x{k} n={n} {sp:.0%} cv={cv}: cuBLAS {row['dense_us']:.2f}  pick {row['pick_us']:.2f} "
               f"({row['pick'].get('kernel', '?')})  sell whole {row['best_whole'][1]:.2f}  "
               f"sell cut {row['best_cut'][1]:.2f}", flush=True)
-    out = os.environ.get("OUT", ".")
-    with open(os.path.join(out, "sell-cut.json"), "w") as f:
-        json.dump(rows_out, f, indent=1)
+        write_results(rows_out, "sell-cut.json")  # each problem: a call cut short keeps the rest
 
 
 def measure(m: int, k: int, n: int, sp: float, cv: float, gen: torch.Generator, device: str, smoke: bool) -> dict:
