@@ -99,6 +99,15 @@ def db_dir(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def uncapped_effects(monkeypatch):
+    """Predictions take config effects whole: for tests of what a fit learns (effects of 3x, beyond
+    the cap a prediction applies, cost_model.base.EFFECT_CAP)."""
+    from stuning.tuning.cost_model import base
+
+    monkeypatch.setattr(base, "EFFECT_CAP", float("inf"))
+
+
+@pytest.fixture
 def isolated_db_dirs(tmp_path, monkeypatch):
     """Every test gets its own cache and shipped directories and no override, and may warn afresh."""
     from stuning.db import paths, tuning_db

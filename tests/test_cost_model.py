@@ -130,7 +130,7 @@ def test_every_listed_device_resolves():
         spec_for("Voodoo 3dfx")
 
 
-def test_incremental_refit_on_few_trials_keeps_what_was_learned():
+def test_incremental_refit_on_few_trials_keeps_what_was_learned(uncapped_effects):
     model = CostModel(H100)
     # Twelve problems, so the fit takes the penalty for every shape (from one it keeps well under half).
     problems = _problems(12)
@@ -191,7 +191,7 @@ def _width8_speedup(coef) -> float:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_an_effect_seen_on_one_problem_is_not_applied_to_every_shape(seed):
+def test_an_effect_seen_on_one_problem_is_not_applied_to_every_shape(seed, uncapped_effects):
     """Seen on the H200 (BENCHMARKS, "a user's refit"): a tune's refit on a few problems' trials
     carried what was fast on them to untuned shapes, whose picks slowed down up to 5x."""
     rng = random.Random(seed)
@@ -207,7 +207,7 @@ def test_an_effect_seen_on_one_problem_is_not_applied_to_every_shape(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_an_effect_seen_on_many_problems_is_still_learned(seed):
+def test_an_effect_seen_on_many_problems_is_still_learned(seed, uncapped_effects):
     rng = random.Random(seed)
     samples = []
     for f in _problems(8):

@@ -46,7 +46,7 @@ def _write_database(db_dir) -> tuple:
     return db_dir / db_file_name(db.device_name), true
 
 
-def test_refit_recovers_a_misjudged_kernel_on_entries_it_did_not_see(db_dir):
+def test_refit_recovers_a_misjudged_kernel_on_entries_it_did_not_see(db_dir, uncapped_effects):
     path, _ = _write_database(db_dir)
     stored = open_file(path)
     keys = stored.entries()

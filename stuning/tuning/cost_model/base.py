@@ -121,6 +121,16 @@ def sector_efficiency(contiguous_bytes: float, sector: int = 32) -> float:
 
 PRIOR = (0.0, 1.0, 1.0, 1.0)  # log scale, exponents of: bound/wave_eff, imbalance, latency
 
+# The most a config's summed effects may move its prediction (log scale: 0.2 is a factor of 1.22).
+# Effects are fitted on the configs tuning kept, each problem's near-best, and a config has ~45 of
+# them (values and pairs); ranking a whole space is an arg-min over thousands of configs, which
+# finds those whose untested combinations of effects add up most negative. Uncapped, the shipped
+# H200 fit summed -1.65 on sliced-ELL configs at N = 2048-8192 and chose them over the scatter
+# kernel at 7-13x its time. Capped, its picks over the whole space ran 1.14x the tuned configs'
+# time, not 1.67x; leaving each kernel's own effect ('kernel=scatter', -0.34) out of the cap did
+# worse, 1.21x: it sent N = 16 problems to scatter where sliced ELL won (BENCHMARKS.md 8p).
+EFFECT_CAP = 0.2
+
 
 def config_features(config) -> list[str]:
     """One name per (template parameter, value) of a config, e.g. 'vec=4', and per pair of them
@@ -138,12 +148,13 @@ def config_features(config) -> list[str]:
 
 @dataclass
 class Coefficients:
-    """t = overhead + exp(c0 + sum of effects) * work^c1 * imbalance^c2 * latency^c3, where work is
+    """t = overhead + exp(c0 + effects) * work^c1 * imbalance^c2 * latency^c3, where work is
     the longer of bound / wave_eff and the serial chain (``CostTerms.work_us``).
 
     ``effects`` are fitted log-time offsets per template-parameter value ('vec=1', 'num_warps=8'):
     what the analytic terms do not see (instruction counts of narrow loads, cross-warp reductions,
-    code generation), learned from measured trials and shrunk toward 0 when trials are few.
+    code generation), learned from measured trials and shrunk toward 0 when trials are few. A
+    prediction takes their sum within EFFECT_CAP.
     """
 
     c: tuple = PRIOR
@@ -154,6 +165,7 @@ class Coefficients:
     def predict_us(self, t: CostTerms, config=None) -> float:
         c0, c1, c2, c3 = self.c
         offset = sum(self.effects.get(name, 0.0) for name in config_features(config))
+        offset = min(EFFECT_CAP, max(-EFFECT_CAP, offset))
         return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
 
     def as_dict(self) -> dict:

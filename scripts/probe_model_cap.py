@@ -1,0 +1,128 @@
+"""The cost model's pick over a whole SpMM config space, with its effects capped in different ways,
+timed against each entry's tuned config on the GPU (BENCHMARKS.md 8p).
+
+``scripts/bench_lookup.py`` times the model's pick as the library makes it; this times the picks of
+variants of ``Coefficients.predict_us`` on the same problems, in the same run: the summed effects
+uncapped, capped at ``EFFECT_CAP`` values, and capped except each kernel's own effect
+('kernel=scatter'). For every measured fp16 SpMM entry of the database it rebuilds the problem
+(bench_lookup.rebuild), checks every config against the fp32 reference before timing it, and
+prints per variant the geomean and the worst of its pick's time over the entry's own config's.
+
+    python3 scripts/probe_model_cap.py [--seconds 330] [--out DIR]
+
+Writes ``variants.csv`` (one row per entry and variant) under ``--out`` (or $OUT).
+``TRITON_INTERPRET=1 python3 scripts/probe_model_cap.py --smoke 2`` runs two entries on the CPU at
+toy sizes, untimed, to check the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+from bench_lookup import rebuild
+
+import stuning.tuning.cost_model.base as cost_base
+
+LIBRARY_PREDICT = cost_base.Coefficients.predict_us
+
+
+def _beside_kernel(self, t, config=None):
+    """The cap on every effect but the kernel's own ('kernel=sell'), which is taken whole."""
+    c0, c1, c2, c3 = self.c
+    names = cost_base.config_features(config)
+    own = sum(self.effects.get(n, 0.0) for n in names if n.startswith("kernel=") and "," not in n)
+    rest = sum(self.effects.get(n, 0.0) for n in names) - own
+    offset = own + min(cost_base.EFFECT_CAP, max(-cost_base.EFFECT_CAP, rest))
+    return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
+
+
+# label -> (predict_us, EFFECT_CAP)
+VARIANTS = {
+    "uncapped": (LIBRARY_PREDICT, math.inf),
+    "cap0.1": (LIBRARY_PREDICT, 0.1),
+    "cap0.2": (LIBRARY_PREDICT, 0.2),
+    "cap0.3": (LIBRARY_PREDICT, 0.3),
+    "cap0.2-beside-kernel": (_beside_kernel, 0.2),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=330.0, help="stop starting entries after this")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() and not args.smoke:
+        print("probe_model_cap.py: no CUDA device (it times configs)")
+        return 0
+    from stuning.db import TuningDB
+    from stuning.tuning.features import ProblemFeatures
+    from stuning.tuning.objective import KernelObjective
+    from stuning.tuning.problems import Problem
+    from stuning.tuning.registry import family
+    from stuning.tuning.search import TrialFailure
+    from stuning.tuning.session import model_for, open_db, target_spec
+
+    db = TuningDB.open("nvidia-h200") if args.smoke else open_db()  # the shipped file, read anywhere
+    model = model_for(db, target_spec("nvidia-h200"))
+    fam = family("spmm")
+    entries = {k: e for k, e in db.entries(include_stale=bool(args.smoke)).items()
+               if e.measured and e.op == "spmm" and e.dtype == "float16"}
+    order = sorted(entries)
+    random.Random(0).shuffle(order)
+    order = order[: args.smoke] if args.smoke else order
+    device, cap = ("cpu", 48) if args.smoke else ("cuda", None)
+    rows, started = [], time.perf_counter()
+    try:
+        for i, key in enumerate(order):
+            if time.perf_counter() - started > args.seconds:
+                print(f"stopped after {i} of {len(order)} entries: over {args.seconds:g} s")
+                break
+            entry = entries[key]
+            features = ProblemFeatures("spmm", entry.dtype, dict(entry.features))
+            picks = {"own": fam.repair(fam.config_from_dict(entry.best.config), features)}
+            space = fam.space(features)
+            for label, (predict, effect_cap) in VARIANTS.items():
+                cost_base.Coefficients.predict_us, cost_base.EFFECT_CAP = predict, effect_cap
+                picks[label] = model.rank(features, space)[0][0]
+            run, ref = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
+            objective = KernelObjective(Problem(None, features, run, ref, {}),
+                                        timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
+            timed = {}
+            for label, config in picks.items():
+                name = repr(config)
+                if name not in timed:
+                    try:
+                        timed[name] = objective(config)
+                    except TrialFailure as e:
+                        timed[name] = float("nan")
+                        print(f"{key} {label}: {e.status}: {e.message}")
+                rows.append({"key": key, "label": label, "kernel": config.kernel, "config": config.as_dict(),
+                             "us": timed[name], "n": entry.features["n"], "density": entry.features["density"]})
+            print(f"[{i + 1}/{len(order)}] {key}: "
+                  + ", ".join(f"{r['label']} {r['us']:.1f}" for r in rows if r["key"] == key), flush=True)
+    finally:
+        cost_base.Coefficients.predict_us = LIBRARY_PREDICT
+    df = pd.DataFrame(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "variants.csv", index=False)
+    times = df.pivot_table(index="key", columns="label", values="us", aggfunc="first")
+    table = []
+    for label in VARIANTS:
+        ratio = (times[label] / times["own"]).dropna()
+        table.append({"variant": label, "entries": len(ratio), "geomean": math.exp(ratio.map(math.log).mean()),
+                      "worst": ratio.max(), "over 1.5x": int((ratio > 1.5).sum())})
+    print(pd.DataFrame(table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
