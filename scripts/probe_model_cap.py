@@ -8,7 +8,7 @@ uncapped, capped at ``EFFECT_CAP`` values, and capped except each kernel's own e
 (bench_lookup.rebuild), checks every config against the fp32 reference before timing it, and
 prints per variant the geomean and the worst of its pick's time over the entry's own config's.
 
-    python3 scripts/probe_model_cap.py [--seconds 330] [--out DIR]
+    python3 scripts/probe_model_cap.py [--seconds 330] [--variants uncapped,cap0.2,...] [--out DIR]
 
 Writes ``variants.csv`` (one row per entry and variant) under ``--out`` (or $OUT).
 ``TRITON_INTERPRET=1 python3 scripts/probe_model_cap.py --smoke 2`` runs two entries on the CPU at
@@ -43,22 +43,26 @@ def _beside_kernel(self, t, config=None):
     return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
 
 
-# label -> (predict_us, EFFECT_CAP)
-VARIANTS = {
-    "uncapped": (LIBRARY_PREDICT, math.inf),
-    "cap0.1": (LIBRARY_PREDICT, 0.1),
-    "cap0.2": (LIBRARY_PREDICT, 0.2),
-    "cap0.3": (LIBRARY_PREDICT, 0.3),
-    "cap0.2-beside-kernel": (_beside_kernel, 0.2),
-}
+DEFAULT_VARIANTS = "uncapped,cap0.2,cap0.3,cap0.5,cap0.2-beside-kernel"
+
+
+def variant(label: str):
+    """(predict_us, EFFECT_CAP) of a label: 'uncapped', 'cap<X>' or 'cap<X>-beside-kernel'."""
+    if label == "uncapped":
+        return LIBRARY_PREDICT, math.inf
+    cap, beside = label.removeprefix("cap").removesuffix("-beside-kernel"), label.endswith("-beside-kernel")
+    return (_beside_kernel if beside else LIBRARY_PREDICT), float(cap)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=330.0, help="stop starting entries after this")
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated: uncapped, cap<X>, "
+                    "cap<X>-beside-kernel")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
     args = ap.parse_args(argv)
+    variants = {label: variant(label) for label in args.variants.split(",")}
     if not torch.cuda.is_available() and not args.smoke:
         print("probe_model_cap.py: no CUDA device (it times configs)")
         return 0
@@ -89,7 +93,7 @@ def main(argv=None) -> int:
             features = ProblemFeatures("spmm", entry.dtype, dict(entry.features))
             picks = {"own": fam.repair(fam.config_from_dict(entry.best.config), features)}
             space = fam.space(features)
-            for label, (predict, effect_cap) in VARIANTS.items():
+            for label, (predict, effect_cap) in variants.items():
                 cost_base.Coefficients.predict_us, cost_base.EFFECT_CAP = predict, effect_cap
                 picks[label] = model.rank(features, space)[0][0]
             run, ref = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
@@ -116,7 +120,7 @@ def main(argv=None) -> int:
     df.to_csv(out / "variants.csv", index=False)
     times = df.pivot_table(index="key", columns="label", values="us", aggfunc="first")
     table = []
-    for label in VARIANTS:
+    for label in variants:
         ratio = (times[label] / times["own"]).dropna()
         table.append({"variant": label, "entries": len(ratio), "geomean": math.exp(ratio.map(math.log).mean()),
                       "worst": ratio.max(), "over 1.5x": int((ratio > 1.5).sum())})
