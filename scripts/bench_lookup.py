@@ -100,6 +100,21 @@ def candidates(key: str, entry, entries: dict, model, fam) -> dict[str, object]:
     return out
 
 
+def time_once(objective, timed: dict, config, what: str) -> float:
+    """``objective``'s time for ``config``, timed once per distinct config (``timed``: by its text);
+    NaN, reported as ``what``, for one that fails its check."""
+    from stuning.tuning.search import TrialFailure
+
+    name = repr(config)
+    if name not in timed:
+        try:
+            timed[name] = objective(config)
+        except TrialFailure as e:
+            timed[name] = float("nan")
+            print(f"{what}: {e.status}: {e.message}")
+    return timed[name]
+
+
 def score(df: pd.DataFrame) -> pd.DataFrame:
     """Each policy's geomean and worst time over the own config's, and its fallback rate."""
     rows = []
@@ -139,7 +154,6 @@ def main(argv=None) -> int:
     from stuning.tuning.objective import KernelObjective
     from stuning.tuning.problems import Problem
     from stuning.tuning.registry import family
-    from stuning.tuning.search import TrialFailure
 
     fam = family(args.op)
     if args.smoke:  # the shipped H200 database, read on a machine that is not one
@@ -169,16 +183,10 @@ def main(argv=None) -> int:
         for label, config in found.items():
             if label.startswith("dist:"):
                 continue
-            name = repr(config)
-            if name not in timed:
-                try:
-                    timed[name] = objective(config)
-                except TrialFailure as e:
-                    timed[name] = float("nan")
-                    print(f"{key} {label}: {e.status}: {e.message}")
+            us = time_once(objective, timed, config, f"{key} {label}")
             metric = label.split(":", 1)[1] if ":" in label else None
             rows.append({"key": key, "dtype": entry.dtype, "label": label, "config": config.as_dict(),
-                         "us": timed[name], "distance": found.get(f"dist:{metric}") if metric else 0.0,
+                         "us": us, "distance": found.get(f"dist:{metric}") if metric else 0.0,
                          "recorded_us": entry.best.time_us})
         print(f"[{i + 1}/{len(order)}] {key}: " + ", ".join(
             f"{r['label']} {r['us']:.1f}" for r in rows if r["key"] == key), flush=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from bench_lookup import rebuild
+from bench_lookup import rebuild, time_once
 
 import stuning.tuning.cost_model.base as cost_base
 
@@ -71,7 +71,6 @@ def main(argv=None) -> int:
     from stuning.tuning.objective import KernelObjective
     from stuning.tuning.problems import Problem
     from stuning.tuning.registry import family
-    from stuning.tuning.search import TrialFailure
     from stuning.tuning.session import model_for, open_db, target_spec
 
     db = TuningDB.open("nvidia-h200") if args.smoke else open_db()  # the shipped file, read anywhere
@@ -101,15 +100,9 @@ def main(argv=None) -> int:
                                         timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
             timed = {}
             for label, config in picks.items():
-                name = repr(config)
-                if name not in timed:
-                    try:
-                        timed[name] = objective(config)
-                    except TrialFailure as e:
-                        timed[name] = float("nan")
-                        print(f"{key} {label}: {e.status}: {e.message}")
+                us = time_once(objective, timed, config, f"{key} {label}")
                 rows.append({"key": key, "label": label, "kernel": config.kernel, "config": config.as_dict(),
-                             "us": timed[name], "n": entry.features["n"], "density": entry.features["density"]})
+                             "us": us, "n": entry.features["n"], "density": entry.features["density"]})
             print(f"[{i + 1}/{len(order)}] {key}: "
                   + ", ".join(f"{r['label']} {r['us']:.1f}" for r in rows if r["key"] == key), flush=True)
     finally:
