@@ -2,7 +2,7 @@
 timed against each entry's tuned config on the GPU (BENCHMARKS.md 8p).
 
 ``scripts/bench_lookup.py`` times the model's pick as the library makes it; this times the picks of
-variants of ``Coefficients.predict_us`` on the same problems, in the same run: the summed effects
+variants of ``Coefficients.effect_offset`` on the same problems, in the same run: the summed effects
 uncapped, capped at ``EFFECT_CAP`` values, and capped except each kernel's own effect
 ('kernel=scatter'). For every measured fp16 SpMM entry of the database it rebuilds the problem
 (bench_lookup.rebuild), checks every config against the fp32 reference before timing it, and
@@ -30,28 +30,26 @@ from bench_lookup import rebuild, time_once
 
 import stuning.tuning.cost_model.base as cost_base
 
-LIBRARY_PREDICT = cost_base.Coefficients.predict_us
+LIBRARY_OFFSET, LIBRARY_CAP = cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP
 
 
-def _beside_kernel(self, t, config=None):
+def _beside_kernel(self, config) -> float:
     """The cap on every effect but the kernel's own ('kernel=sell'), which is taken whole."""
-    c0, c1, c2, c3 = self.c
     names = cost_base.config_features(config)
     own = sum(self.effects.get(n, 0.0) for n in names if n.startswith("kernel=") and "," not in n)
     rest = sum(self.effects.get(n, 0.0) for n in names) - own
-    offset = own + min(cost_base.EFFECT_CAP, max(-cost_base.EFFECT_CAP, rest))
-    return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
+    return own + min(cost_base.EFFECT_CAP, max(-cost_base.EFFECT_CAP, rest))
 
 
 DEFAULT_VARIANTS = "uncapped,cap0.2,cap0.3,cap0.5,cap0.2-beside-kernel"
 
 
 def variant(label: str):
-    """(predict_us, EFFECT_CAP) of a label: 'uncapped', 'cap<X>' or 'cap<X>-beside-kernel'."""
+    """(effect_offset, EFFECT_CAP) of a label: 'uncapped', 'cap<X>' or 'cap<X>-beside-kernel'."""
     if label == "uncapped":
-        return LIBRARY_PREDICT, math.inf
+        return LIBRARY_OFFSET, math.inf
     cap, beside = label.removeprefix("cap").removesuffix("-beside-kernel"), label.endswith("-beside-kernel")
-    return (_beside_kernel if beside else LIBRARY_PREDICT), float(cap)
+    return (_beside_kernel if beside else LIBRARY_OFFSET), float(cap)
 
 
 def main(argv=None) -> int:
@@ -92,8 +90,8 @@ def main(argv=None) -> int:
             features = ProblemFeatures("spmm", entry.dtype, dict(entry.features))
             picks = {"own": fam.repair(fam.config_from_dict(entry.best.config), features)}
             space = fam.space(features)
-            for label, (predict, effect_cap) in variants.items():
-                cost_base.Coefficients.predict_us, cost_base.EFFECT_CAP = predict, effect_cap
+            for label, (offset, effect_cap) in variants.items():
+                cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP = offset, effect_cap
                 picks[label] = model.rank(features, space)[0][0]
             run, ref = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
             objective = KernelObjective(Problem(None, features, run, ref, {}),
@@ -106,7 +104,7 @@ def main(argv=None) -> int:
             print(f"[{i + 1}/{len(order)}] {key}: "
                   + ", ".join(f"{r['label']} {r['us']:.1f}" for r in rows if r["key"] == key), flush=True)
     finally:
-        cost_base.Coefficients.predict_us = LIBRARY_PREDICT
+        cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP = LIBRARY_OFFSET, LIBRARY_CAP
     df = pd.DataFrame(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

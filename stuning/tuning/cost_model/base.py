@@ -164,10 +164,14 @@ class Coefficients:
     effects: dict = field(default_factory=dict)
     trials: str = ""  # a digest of the trials last fitted on (CostModel.fit: a refit on them is a no-op)
 
+    def effect_offset(self, config) -> float:
+        """The config's effects summed, within EFFECT_CAP (log time)."""
+        offset = sum(self.effects.get(name, 0.0) for name in config_features(config))
+        return min(EFFECT_CAP, max(-EFFECT_CAP, offset))
+
     def predict_us(self, t: CostTerms, config=None) -> float:
         c0, c1, c2, c3 = self.c
-        offset = sum(self.effects.get(name, 0.0) for name in config_features(config))
-        offset = min(EFFECT_CAP, max(-EFFECT_CAP, offset))
+        offset = self.effect_offset(config)
         return t.overhead_us + math.exp(c0 + offset) * t.work_us**c1 * t.imbalance**c2 * t.latency**c3
 
     def as_dict(self) -> dict:
