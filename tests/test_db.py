@@ -46,7 +46,8 @@ pytestmark = pytest.mark.usefixtures("isolated_db_dirs")
 
 
 def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=None, measured=True,
-          env=None, top_k=(), updated="2025-01-01T00:00:00+00:00", predicted_us=None, dense_us=None) -> DBEntry:
+          env=None, top_k=(), updated="2025-01-01T00:00:00+00:00", predicted_us=None, dense_us=None,
+          other_kernels=()) -> DBEntry:
     config = {"BLOCK_M": 32} if config is None else config
     return DBEntry(
         op=op, dtype=dtype, features=features if features is not None else {"m": 4096, "k": 4096, "n": 128},
@@ -54,6 +55,7 @@ def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=Non
         top_k=[TimedConfig(c, t if measured else None) for c, t in top_k],
         predicted_us=predicted_us, measured=measured,
         env=(env or ENV).entry_env(), updated=updated, dense_us=dense_us,
+        other_kernels=[TimedConfig(c, t) for c, t in other_kernels],
     )
 
 
@@ -253,6 +255,58 @@ def test_merge_is_order_independent(specs):
         backward = merge_entries(backward, e)
     assert forward == backward
     assert merge_entries(forward, forward) == forward
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0]), st.lists(
+    st.tuples(st.sampled_from(["csr", "sell", "scatter"]), st.integers(0, 3), st.sampled_from([1.5, 4.0, 9.0])),
+    max_size=4)), min_size=2, max_size=5))
+def test_merged_other_kernel_bests_are_order_independent_and_each_kernels_fastest(specs):
+    # As a tune leaves them: its fastest configs (here two) in top_k, the best of each other kernel aside.
+    entries = []
+    for t, others in specs:
+        times = {("scatter", 0): t}
+        for k, c, u in others:
+            times[k, c] = min(u, times.get((k, c), u))
+        timed = sorted(times.items(), key=lambda kv: (kv[1], kv[0]))
+        top = timed[:2]
+        aside = {}
+        for (k, c), u in timed[2:]:
+            if k not in {k2 for (k2, _), _ in top}:
+                aside.setdefault(k, ({"kernel": k, "c": c}, u))
+        entries.append(entry(top[0][1], {"kernel": top[0][0][0], "c": top[0][0][1]},
+                             top_k=[({"kernel": k, "c": c}, u) for (k, c), u in top],
+                             other_kernels=sorted(aside.values(), key=lambda cu: cu[1])))
+    forward, backward = entries[0], entries[-1]
+    for e in entries[1:]:
+        forward = merge_entries(forward, e)
+    for e in reversed(entries[:-1]):
+        backward = merge_entries(backward, e)
+    assert forward == backward
+    everything = [(t.config, t.time_us) for e in entries for t in (e.best, *e.top_k, *e.other_kernels)]
+    shown = {t.config["kernel"] for t in forward.top_k}
+    wanted = {k: min(u for c, u in everything if c["kernel"] == k) for k in {c["kernel"] for c, _ in everything}}
+    assert {t.config["kernel"]: t.time_us for t in forward.other_kernels} == {
+        k: u for k, u in wanted.items() if k not in shown}
+    assert [t.time_us for t in forward.other_kernels] == sorted(t.time_us for t in forward.other_kernels)
+
+
+def test_other_kernel_bests_round_trip_and_are_normalised_on_put(tmp_path):
+    scatter = [({"kernel": "scatter", "c": c}, 2.0 + c / 10) for c in range(4)]
+    e = entry(2.0, {"kernel": "scatter", "c": 0}, top_k=scatter,
+              other_kernels=[({"kernel": "csr", "c": 1}, 7.0), ({"kernel": "csr", "c": 2}, 5.0),
+                             ({"kernel": "scatter", "c": 9}, 2.5), ({"kernel": "sell", "c": 4}, 3.0)])
+    assert DBEntry.from_json(json.loads(json.dumps(e.to_json()))) == e
+    assert "other_kernels" not in entry(2.0).to_json()  # absent when empty: older entries diff as they were
+    write_db(tmp_path, {"k": e})
+    held = open_db(tmp_path).entries()["k"]
+    # scatter's 2.5 fills the top five; of the others each kernel keeps its fastest, fastest first.
+    assert [t.time_us for t in held.top_k] == [2.0, 2.1, 2.2, 2.3, 2.5]
+    assert [(t.config["kernel"], t.time_us) for t in held.other_kernels] == [("sell", 3.0), ("csr", 5.0)]
+    assert [t.time_us for t in held.timed_configs] == [2.0, 2.1, 2.2, 2.3, 2.5, 3.0, 5.0]
+    bad = e.to_json() | {"other_kernels": [{"config": {"kernel": "csr"}, "time_us": None}]}
+    with pytest.raises(ValueError, match=r"other_kernels\[0\]\.time_us"):
+        DBEntry.from_json(bad)
 
 
 def test_save_merges_with_what_another_process_wrote(tmp_path):

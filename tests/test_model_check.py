@@ -84,3 +84,16 @@ def test_cli_refit_reports_and_refuses_what_is_not_a_database(db_dir, tmp_path, 
     corrupt.write_text("{ not json")
     assert main(["db", "refit", str(corrupt)]) != 0
     assert str(corrupt) in capsys.readouterr().err
+
+
+def test_a_refit_sees_the_other_kernels_bests_beside_the_top_k():
+    from stuning.tuning.model_check import timed_trials
+
+    features = synthetic_spmm_features(1024, 1024, 128, 0.05, "float16", row_cv=0.4)
+    space = family("spmm").space(features, budget_of(target_spec(open_db().device_name)))
+    csr, sell = (next(c for c in space if c.kernel == kernel) for kernel in ("csr", "sell"))
+    entry = DBEntry(op="spmm", dtype="float16", features=dict(features.values), best=TimedConfig(csr.as_dict(), 9.0),
+                    top_k=[TimedConfig(csr.as_dict(), 9.0)], other_kernels=[TimedConfig(sell.as_dict(), 31.0)],
+                    measured=True, env=local_environment().entry_env("spmm"))
+    trials = timed_trials({"k": entry})["spmm"]
+    assert [(config, time_us) for _, config, time_us in trials] == [(csr, 9.0), (sell, 31.0)]

@@ -263,9 +263,15 @@ def test_tuner_picks_the_faster_kernel_and_the_op_runs_it(tmp_path, monkeypatch,
     SELECTOR.reset()
     try:
         case = SpMMCase(64, 96, 16, 0.9, 0.0, "fp16")
-        outcome, _ = tune_case(case, strategy="model+optuna")
+        outcome, key = tune_case(case, strategy="model+optuna")
         assert outcome.best_config.kernel == kernel
         assert {c["config"]["kernel"] for c in outcome.top_k} >= {kernel}
+        # Every other kernel the search timed is kept at its fastest, for the cost model's refits.
+        losers = set(outcome.kernels) - {c["config"]["kernel"] for c in outcome.top_k}
+        assert losers and {c["config"]["kernel"] for c in outcome.other_kernels} == losers
+        assert min(c["time_us"] for c in outcome.other_kernels) > max(c["time_us"] for c in outcome.top_k) + 100
+        stored = SELECTOR.db().entries()[key]
+        assert [t.time_us for t in stored.other_kernels] == sorted(c["time_us"] for c in outcome.other_kernels)
         problem = build_problem(case)  # the same seed: the matrix that was tuned
         a, b = problem.inputs["a"], problem.inputs["b"]
         y = stuning.spmm(a, b)

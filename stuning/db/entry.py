@@ -114,6 +114,8 @@ class DBEntry:
     updated: str = field(default_factory=now_iso)
     failed: list = field(default_factory=list)  # [FailedConfig] in env; see union_failed for the order
     dense_us: float | None = None  # the same problem as a dense product (cuBLAS), timed in the same run
+    # [TimedConfig]: each kernel with no config in top_k, at its fastest timed config (other_kernel_bests)
+    other_kernels: list = field(default_factory=list)
 
     @property
     def config(self) -> dict:
@@ -141,6 +143,8 @@ class DBEntry:
             obj["failed"] = [f.to_json() for f in self.failed]
         if self.dense_us is not None:
             obj["dense_us"] = self.dense_us
+        if self.other_kernels:
+            obj["other_kernels"] = [t.to_json() for t in self.other_kernels]
         return obj
 
     @classmethod
@@ -161,7 +165,14 @@ class DBEntry:
             updated=obj["updated"],
             failed=[FailedConfig.from_json(f) for f in obj.get("failed", ())],
             dense_us=obj.get("dense_us"),
+            other_kernels=[TimedConfig.from_json(t) for t in obj.get("other_kernels", ())],
         )
+
+    @property
+    def timed_configs(self) -> list:
+        """Every timed config the entry holds, its top k then the other kernels' bests: what a cost
+        model is fitted to."""
+        return [t for t in (*self.top_k, *self.other_kernels) if t.time_us is not None]
 
     def validate(self) -> None:
         validate_entry(self.to_json())
@@ -175,7 +186,8 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     - Between two measured ones taken by different timers (``env.timer``: the first timed short
       kernels with L2 warm), the later timer's wins with its own dense time: the times do not compare.
     - Between two measured ones the lower best time wins, and the top-k lists are united (deduplicated
-      by config at its lowest time, fastest first, capped at TOP_K). The kept entry is dated by the
+      by config at its lowest time, fastest first, capped at TOP_K); so are the other kernels' bests,
+      of the kernels the united top k leaves out (``other_kernel_bests``). The kept entry is dated by the
       later search, which its best beat: an entry whose re-tune found nothing faster must not stay
       dated before a kernel's rebuild and be listed for re-tuning again (``tuning.coverage``).
     - Within one environment the failed lists are united whichever entry wins: a failure is a fact
@@ -204,7 +216,9 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     if timer_revision(a.env) != timer_revision(b.env):
         return replace(max(a, b, key=lambda e: timer_revision(e.env)), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
-    return kept(winner, top_k=union_top_k([a.best, *a.top_k, b.best, *b.top_k]), tuner=_united_tuner(winner, a, b),
+    timed = [a.best, *a.top_k, *a.other_kernels, b.best, *b.top_k, *b.other_kernels]
+    top = union_top_k(timed)
+    return kept(winner, top_k=top, other_kernels=other_kernel_bests(timed, top), tuner=_united_tuner(winner, a, b),
                 updated=max(a.updated, b.updated, key=lambda t: (parse_timestamp(t), t)))
 
 
@@ -224,6 +238,21 @@ def union_top_k(items, k: int = TOP_K) -> list:
             fastest[name] = item
     ordered = sorted(fastest.items(), key=lambda kv: (kv[1].time_us, kv[0]))
     return [item for _, item in ordered[:k]]
+
+
+def other_kernel_bests(items, top_k) -> list:
+    """Of each kernel (a config's "kernel" field) with no config in ``top_k``, its fastest timed item;
+    fastest first, ties ordered by config."""
+    shown = {t.config.get("kernel") for t in top_k}
+    fastest: dict = {}
+    for item in items:
+        kernel = item.config.get("kernel")
+        if kernel in shown or item.time_us is None:
+            continue
+        held = fastest.get(kernel)
+        if held is None or (item.time_us, _canonical(item.config)) < (held.time_us, _canonical(held.config)):
+            fastest[kernel] = item
+    return sorted(fastest.values(), key=lambda t: (t.time_us, _canonical(t.config)))
 
 
 def union_failed(items) -> list:

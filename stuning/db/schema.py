@@ -27,11 +27,16 @@ and an entry is::
               "kernel": str,                  # optional: the op's kernel revision, absent for "1"
               "timer": str},                  # optional: the timer's revision, absent for "1"
       "updated": ISO-8601 timestamp,
-      "failed": [{"config": ..., "status": str, "message": str}, ...]   # optional, omitted when empty
+      "failed": [{"config": ..., "status": str, "message": str}, ...],  # optional, omitted when empty
+      "other_kernels": [{"config": ..., "time_us": ...}, ...]            # optional, omitted when empty
     }
 
 ``failed`` lists the configs that could not be timed in the entry's env (status compile_error,
 out_of_resources, wrong, ...; message one short line); tuning in that env skips them.
+
+``other_kernels`` holds, of each kernel the search timed that has no config in ``top_k``, its fastest
+timed config (fastest first). The top five are one kernel's near-best configs; a cost model fitted on
+them alone never sees how slow the losing kernels run, and picks them (BENCHMARKS.md 8p, 8q).
 
 Validation is strict (unknown fields are errors too): the files are machine-written and reviewed in
 diffs, so a misspelt field must fail loudly rather than be dropped on the next write.
@@ -57,7 +62,7 @@ ENTRY_FIELDS = (
 )
 # Absent when empty, so older files and diffs stay as they were. dense_us: the dense product of the
 # same problem (zeros stored, cuBLAS) timed in the tuning run, so an entry says whether it pays.
-OPTIONAL_ENTRY_FIELDS = ("failed", "dense_us")
+OPTIONAL_ENTRY_FIELDS = ("failed", "dense_us", "other_kernels")
 TIMED_CONFIG_FIELDS = ("config", "time_us")
 FAILED_FIELDS = ("config", "status", "message")
 MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
@@ -161,6 +166,11 @@ def validate_entry(obj, where: str = "entry") -> None:
            f"{where}.updated must be an ISO-8601 timestamp")
     if "failed" in obj:
         _check_failed(obj["failed"], f"{where}.failed")
+    if "other_kernels" in obj:
+        _check(obj["measured"] and isinstance(obj["other_kernels"], list),
+               f"{where}.other_kernels must be a list, in a measured entry only")
+        for i, item in enumerate(obj["other_kernels"]):
+            _check_timed_config(item, f"{where}.other_kernels[{i}]", True)
     if "dense_us" in obj:
         _check(obj["dense_us"] is None or (_is_time(obj["dense_us"]) and obj["dense_us"] > 0),
                f"{where}.dense_us must be a positive number or null")

@@ -119,7 +119,7 @@ def parameter_keys(entries: Mapping[str, dict]) -> dict[str, list[str]]:
     names: dict[str, set] = {}
     for obj in entries.values():
         fields = names.setdefault(obj["op"], set())
-        for item in (obj["best"], *obj["top_k"]):
+        for item in (obj["best"], *obj["top_k"], *obj.get("other_kernels", ())):
             fields.update(item["config"])
     return {op: sorted(fields) for op, fields in sorted(names.items())}
 

@@ -25,6 +25,7 @@ from stuning.db.entry import (
     feature_distance,
     is_number,
     merge_entries,
+    other_kernel_bests,
     union_failed,
     union_top_k,
 )
@@ -165,14 +166,16 @@ class TuningDB:
         """Add ``entry`` in memory (merged with what is held under ``key``); save() writes it.
 
         An entry without ``env`` is stamped with this database's environment; a measured entry's
-        top_k is made to hold its best, and its failed list deduplicated and ordered, as merged
-        entries' are. Returns what is held now.
+        top_k is made to hold its best (and other_kernels the best of each kernel top_k leaves out),
+        and its failed list deduplicated and ordered, as merged entries' are. Returns what is held now.
         """
         if not entry.env:
             entry = replace(entry, env=self.env.entry_env(entry.op))
         entry.validate()
         if entry.measured:
-            entry = replace(entry, top_k=union_top_k([entry.best, *entry.top_k]))
+            timed = [entry.best, *entry.top_k, *entry.other_kernels]
+            top = union_top_k(timed)
+            entry = replace(entry, top_k=top, other_kernels=other_kernel_bests(timed, top))
         if entry.failed:
             entry = replace(entry, failed=union_failed(entry.failed))
         held = self._pending.get(key)

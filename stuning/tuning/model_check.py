@@ -47,7 +47,7 @@ def _timed(entries: dict[str, DBEntry]):
         if not entry.measured:
             continue
         fam = family(entry.op)
-        timed = [(fam.config_from_dict(t.config), t.time_us) for t in entry.top_k if t.time_us]
+        timed = [(fam.config_from_dict(t.config), t.time_us) for t in entry.timed_configs if t.time_us]
         if timed:
             yield entry.op, ProblemFeatures(entry.op, entry.dtype, dict(entry.features)), timed
 

@@ -44,6 +44,8 @@ class TuneOutcome:
     failed: list = field(default_factory=list)
     dense_us: float | None = None  # the problem done dense, timed after the search (measuring runs)
     kernels: tuple = ()  # the kernels the valid space held, sorted: what the search could pick from
+    # [{config, time_us}]: of each kernel timed with no config in top_k, its fastest (measuring runs)
+    other_kernels: list = field(default_factory=list)
 
     @property
     def speedup_vs_dense(self) -> float | None:
@@ -167,9 +169,21 @@ def tune(
         kernels=space_kernels(space),
         seconds=time.perf_counter() - start,
         failures=dict(Counter(t.status for t in failed)),
+        other_kernels=_other_kernels(result, order) if result.measured else [],
         failed=union_failed([*(FailedConfig.make(t.config.as_dict(), t.status, t.message) for t in failed),
                              *carried]),
     )
+
+
+def _other_kernels(result, top) -> list[dict]:
+    """Of each kernel the search timed with no config in ``top``, its fastest trial (search timings,
+    not re-timed: they only tell a refit how far behind that kernel was)."""
+    shown = {t.config.kernel for t in top}
+    fastest: dict = {}
+    for trial in result.ranked():  # fastest first
+        fastest.setdefault(trial.config.kernel, trial)
+    return [{"config": t.config.as_dict(), "time_us": t.time_us}
+            for kernel, t in fastest.items() if kernel not in shown]
 
 
 def _exclusions(exclude: Iterable | None) -> tuple[set[str], list[FailedConfig]]:
