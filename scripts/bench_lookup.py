@@ -100,6 +100,16 @@ def candidates(key: str, entry, entries: dict, model, fam) -> dict[str, object]:
     return out
 
 
+def within_seconds(items: list, seconds: float):
+    """(index, item) of ``items`` while under ``seconds`` since the first; says where it stopped."""
+    started = time.perf_counter()
+    for i, item in enumerate(items):
+        if time.perf_counter() - started > seconds:
+            print(f"stopped after {i} of {len(items)} entries: over {seconds:g} s")
+            return
+        yield i, item
+
+
 def time_once(objective, timed: dict, config, what: str) -> float:
     """``objective``'s time for ``config``, timed once per distinct config (``timed``: by its text);
     NaN, reported as ``what``, for one that fails its check."""
@@ -169,11 +179,8 @@ def main(argv=None) -> int:
     order = sorted(entries)
     random.Random(0).shuffle(order)
     order = order[: args.smoke] if args.smoke else order
-    rows, started = [], time.perf_counter()
-    for i, key in enumerate(order):
-        if time.perf_counter() - started > args.seconds:
-            print(f"stopped after {i} of {len(order)} entries: over {args.seconds:g} s")
-            break
+    rows = []
+    for i, key in within_seconds(order, args.seconds):
         entry = entries[key]
         found = candidates(key, entry, entries, model, fam)
         run, ref = rebuild(args.op, entry.features, entry.dtype, seed=i, device=device, cap=cap)

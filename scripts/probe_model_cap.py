@@ -21,12 +21,11 @@ import argparse
 import math
 import os
 import random
-import time
 from pathlib import Path
 
 import pandas as pd
 import torch
-from bench_lookup import rebuild, time_once
+from bench_lookup import rebuild, time_once, within_seconds
 
 import stuning.tuning.cost_model.base as cost_base
 
@@ -80,12 +79,9 @@ def main(argv=None) -> int:
     random.Random(0).shuffle(order)
     order = order[: args.smoke] if args.smoke else order
     device, cap = ("cpu", 48) if args.smoke else ("cuda", None)
-    rows, started = [], time.perf_counter()
+    rows = []
     try:
-        for i, key in enumerate(order):
-            if time.perf_counter() - started > args.seconds:
-                print(f"stopped after {i} of {len(order)} entries: over {args.seconds:g} s")
-                break
+        for i, key in within_seconds(order, args.seconds):
             entry = entries[key]
             features = ProblemFeatures("spmm", entry.dtype, dict(entry.features))
             picks = {"own": fam.repair(fam.config_from_dict(entry.best.config), features)}

@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
+from bench_lookup import within_seconds
 
 SAVE_EVERY = 20
 
@@ -70,11 +70,8 @@ def main(argv=None) -> int:
     order = sorted(entries, key=lambda k: (math.prod(entries[k].features[f] for f in "mkn"), k))
     order = order[: args.smoke] if args.smoke else order
     timer = (lambda fn: (fn(), 1.0)[1]) if args.smoke else None
-    added, started = 0, time.perf_counter()
-    for i, key in enumerate(order):
-        if time.perf_counter() - started > args.seconds:
-            print(f"stopped after {i} of {len(order)} entries: over {args.seconds:g} s")
-            break
+    added = 0
+    for i, key in within_seconds(order, args.seconds):
         entry = entries[key]
         features = ProblemFeatures("spmm", entry.dtype, dict(entry.features))
         held = {t.config.get("kernel") for t in entry.timed_configs}

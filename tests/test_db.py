@@ -59,6 +59,17 @@ def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=Non
     )
 
 
+def merged_both_ways(entries: list) -> DBEntry:
+    """The entries merged first to last and last to first, which must agree."""
+    forward, backward = entries[0], entries[-1]
+    for e in entries[1:]:
+        forward = merge_entries(forward, e)
+    for e in reversed(entries[:-1]):
+        backward = merge_entries(backward, e)
+    assert forward == backward
+    return forward
+
+
 def open_db(directory, env=ENV, **kw) -> TuningDB:
     return TuningDB.open(DEVICE, search_path=[directory], env=env, **kw)
 
@@ -248,12 +259,7 @@ def test_merge_is_order_independent(specs):
     # As the tuner writes them: the best config heads its top-k list.
     entries = [entry(t, {"c": c}, measured=m, top_k=[({"c": c}, t), ({"c": c + 1}, t + 1)], dense_us=d)
                for t, c, m, d in specs]
-    forward, backward = entries[0], entries[-1]
-    for e in entries[1:]:
-        forward = merge_entries(forward, e)
-    for e in reversed(entries[:-1]):
-        backward = merge_entries(backward, e)
-    assert forward == backward
+    forward = merged_both_ways(entries)
     assert merge_entries(forward, forward) == forward
 
 
@@ -277,12 +283,7 @@ def test_merged_other_kernel_bests_are_order_independent_and_each_kernels_fastes
         entries.append(entry(top[0][1], {"kernel": top[0][0][0], "c": top[0][0][1]},
                              top_k=[({"kernel": k, "c": c}, u) for (k, c), u in top],
                              other_kernels=sorted(aside.values(), key=lambda cu: cu[1])))
-    forward, backward = entries[0], entries[-1]
-    for e in entries[1:]:
-        forward = merge_entries(forward, e)
-    for e in reversed(entries[:-1]):
-        backward = merge_entries(backward, e)
-    assert forward == backward
+    forward = merged_both_ways(entries)
     everything = [(t.config, t.time_us) for e in entries for t in (e.best, *e.top_k, *e.other_kernels)]
     shown = {t.config["kernel"] for t in forward.top_k}
     wanted = {k: min(u for c, u in everything if c["kernel"] == k) for k in {c["kernel"] for c, _ in everything}}
