@@ -35,6 +35,7 @@ from stuning.db import (
     paths,
     prune_stale,
 )
+from stuning.db.tuning_db import OTHER_DTYPE_DISTANCE
 
 DEVICE = "NVIDIA H100 80GB HBM3"
 ENV = Environment(DEVICE, triton="3.2.0", torch="2.5.1", cuda="12.4", stuning="0.1.0",
@@ -507,7 +508,7 @@ def test_lookup_never_crosses_op_or_dtype_width(tmp_path):
     assert db.lookup("spmm", "float16", "q", features, max_distance=0).how == "nearest"
 
 
-def test_half_dtypes_answer_for_each_other_only_when_their_own_has_nothing(tmp_path):
+def test_half_dtypes_answer_for_each_other_where_their_own_entries_are_further(tmp_path):
     db = open_db(tmp_path)
     features = {"m": 4096, "k": 4096, "n": 128}
     fp16 = db.put(entry(features=features), "spmm|float16|n=128")
@@ -515,9 +516,15 @@ def test_half_dtypes_answer_for_each_other_only_when_their_own_has_nothing(tmp_p
     assert found == (fp16, "other-dtype", 0.0)
     assert "spmm|bfloat16|n=128" in db.misses()  # still untuned: `stuning db misses` lists it
     assert db.lookup("spmm", "bfloat16", "q", {**features, "n": 4096}, max_distance=0.5).how == "miss"
+    # A bf16 neighbour further than OTHER_DTYPE_DISTANCE leaves the fp16 entry of the problem itself.
+    db.put(entry(dtype="bfloat16", features={**features, "n": 200}), "spmm|bfloat16|n=200")
+    found = db.lookup("spmm", "bfloat16", "spmm|bfloat16|n=128", features, max_distance=1.0,
+                      feature_names={"n": RATIO})
+    assert found == (fp16, "other-dtype", 0.0)
     bf16 = db.put(entry(dtype="bfloat16", features={**features, "n": 160}), "spmm|bfloat16|n=160")
-    found = db.lookup("spmm", "bfloat16", "spmm|bfloat16|n=128", features, max_distance=0.5)
-    assert found.how == "nearest" and found.entry == bf16
+    found = db.lookup("spmm", "bfloat16", "spmm|bfloat16|n=128", features, max_distance=1.0,
+                      feature_names={"n": RATIO})
+    assert found.how == "nearest" and found.entry == bf16 and found.distance < OTHER_DTYPE_DISTANCE
 
 
 def test_exact_lookup_takes_microseconds(tmp_path):

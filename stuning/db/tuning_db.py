@@ -58,6 +58,11 @@ class LookupResult(NamedTuple):
 # is a far better first guess for the other than the cost model's (measured on the H200: bf16 2:4 at
 # 0.41x cuBLAS with the model's configs, fp16 at 0.63x with tuned ones). fp32 has its own widths.
 SAME_WIDTH_DTYPES = {"float16": ("bfloat16",), "bfloat16": ("float16",)}
+# The distance the other dtype adds to its entries' in a lookup: an entry of the same problem tuned
+# in the other half dtype beats an own-dtype entry of a neighbour more than this far. On the H200's
+# bf16 first table, bf16 entries of 90% zeros answering 70% problems ran 0.86x as fast as the fp16
+# entries of those problems (BENCHMARKS.md 8q).
+OTHER_DTYPE_DISTANCE = 0.5
 
 _stale_warned = False  # one warning per process is enough to explain slow, untuned runs
 
@@ -117,8 +122,9 @@ class TuningDB:
 
     def lookup(self, op: str, dtype, key: str, features: dict, *, max_distance: float,
                feature_names=None) -> LookupResult:
-        """The entry for ``key``, else the nearest same-op, same-dtype entry within ``max_distance``,
-        else the nearest entry of a dtype of the same width (``how`` "other-dtype").
+        """The entry for ``key``, else the nearest same-op entry within ``max_distance`` of the same
+        dtype (``how`` "nearest") or of a dtype of the same width (``how`` "other-dtype"), whose
+        distance counts ``OTHER_DTYPE_DISTANCE`` more.
 
         Distance: ``feature_distance`` over ``feature_names`` (default: log2(1 + x) of every feature
         both have). Stale entries are never answers. A miss is counted (see misses()), also when an
@@ -128,15 +134,17 @@ class TuningDB:
         if entry is not None:
             return LookupResult(entry, "exact", 0.0)
         dtype, features = dtype_name(dtype), features or {}
-        nearest = self._nearest(op, dtype, features, max_distance, feature_names)
-        if nearest is not None:
-            return LookupResult(nearest[1], "nearest", nearest[0])
-        self._missed.record(key, op, dtype, {k: v for k, v in features.items() if is_number(v)})
-        for sibling in SAME_WIDTH_DTYPES.get(dtype, ()):
-            nearest = self._nearest(op, sibling, features, max_distance, feature_names)
+        found = []  # (distance counted, order, result)
+        for order, other in enumerate((dtype, *SAME_WIDTH_DTYPES.get(dtype, ()))):
+            nearest = self._nearest(op, other, features, max_distance, feature_names)
             if nearest is not None:
-                return LookupResult(nearest[1], "other-dtype", nearest[0])
-        return LookupResult(None, "miss", None)
+                counted = nearest[0] + (OTHER_DTYPE_DISTANCE if order else 0.0)
+                found.append((counted, order, LookupResult(nearest[1], "other-dtype" if order else "nearest",
+                                                           nearest[0])))
+        result = min(found, key=lambda f: f[:2])[2] if found else LookupResult(None, "miss", None)
+        if result.how != "nearest":
+            self._missed.record(key, op, dtype, {k: v for k, v in features.items() if is_number(v)})
+        return result
 
     def _nearest(self, op, dtype, features, max_distance, feature_names) -> tuple[float, DBEntry] | None:
         nearest = None

@@ -2,10 +2,10 @@
 
 The chain for a problem: the exact database key; else the nearest entry within the op's
 ``NEAREST_MAX_DISTANCE`` (``tuning.features``: which features, compared how; its config repaired
-for this shape); else the nearest entry of the other half-precision dtype (fp16 for bf16 and
-back); else the cost model's best config; else the kernel's default heuristic. Answers are cached
-per key, and static operands (weights) keep their own small cache, so a repeated call costs a
-couple of dict lookups.
+for this shape) or of the other half-precision dtype (fp16 for bf16 and back), whichever is nearer
+with the other dtype counted ``OTHER_DTYPE_DISTANCE`` further; else the cost model's best config;
+else the kernel's default heuristic. Answers are cached per key, and static operands (weights)
+keep their own small cache, so a repeated call costs a couple of dict lookups.
 """
 
 from __future__ import annotations
