@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() and not args.smoke:
         print("time_other_kernels.py: no CUDA device (it times configs)")
         return 0
+    from stuning.db import TimedConfig
     from stuning.tuning.coverage import space_kernels
     from stuning.tuning.driver import entry_problem
     from stuning.tuning.features import ProblemFeatures
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
                 print(f"{key} {config.kernel}: {e.status}: {e.message}")
         if timed:
             db.put(replace(entry, other_kernels=[*entry.other_kernels, *(
-                type(entry.best)(c.as_dict(), us) for c, us in timed)]), key)
+                TimedConfig(c.as_dict(), us) for c, us in timed)]), key)
             added += len(timed)
         faster = [c.kernel for c, us in timed if us < entry.best.time_us and not args.smoke]
         print(f"[{i + 1}/{len(order)}] {key}: best {entry.best.time_us:.1f} us; "

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from stuning.db import FailedConfig
-from stuning.db.entry import speedup_over_dense, union_failed
+from stuning.db import FailedConfig, TimedConfig
+from stuning.db.entry import other_kernel_bests, speedup_over_dense, union_failed
 from stuning.tuning.cost_model import CostModel
 from stuning.tuning.coverage import space_kernels
 from stuning.tuning.device import DeviceSpec, local_spec
@@ -178,12 +178,9 @@ def tune(
 def _other_kernels(result, top) -> list[dict]:
     """Of each kernel the search timed with no config in ``top``, its fastest trial (search timings,
     not re-timed: they only tell a refit how far behind that kernel was)."""
-    shown = {t.config.kernel for t in top}
-    fastest: dict = {}
-    for trial in result.ranked():  # fastest first
-        fastest.setdefault(trial.config.kernel, trial)
-    return [{"config": t.config.as_dict(), "time_us": t.time_us}
-            for kernel, t in fastest.items() if kernel not in shown]
+    bests = other_kernel_bests([TimedConfig(t.config.as_dict(), t.time_us) for t in result.ranked()],
+                               [TimedConfig(t.config.as_dict()) for t in top])
+    return [b.to_json() for b in bests]
 
 
 def _exclusions(exclude: Iterable | None) -> tuple[set[str], list[FailedConfig]]:
