@@ -15,11 +15,11 @@ al.'s SELL-C-sigma for the same reason.
 Sorted slices still differ as much as the rows do: with skewed rows (lognormal lengths, cv 0.4) the
 longest row holds about 3x the mean, and with every program of a launch in flight at once the
 program holding it sets the launch's time. So a sorted slicing cuts rows longer than a fair share,
-``share = max(CUT_SLACK x mean row, longest row / S)`` rounded up to whole steps, into up to S pieces of about
-equal length (``cuts_rows``). A row's pieces sit in consecutive slots of one slice, each slot
-naming the row in ``row_ids``; the kernel sums the slots of a row before storing it once (an
-S x S x BLOCK_N sum, so only for slices of up to ``CUT_MAX_SLICE_ROWS`` rows). Uniform rows are
-not cut: the share then covers the longest row.
+``share = max(CUT_SLACK x mean row, longest row / S)`` rounded up to whole steps, into up to S
+pieces of about equal length (``_slots``; ``cuts_rows`` says which slicings cut). A row's pieces
+sit in consecutive slots of one slice, each slot naming the row in ``row_ids``; the kernel sums
+the slots of a row before storing it once (an S x S x BLOCK_N sum, so only for slices of up to
+``CUT_MAX_SLICE_ROWS`` rows). Uniform rows are not cut: the share then covers the longest row.
 
 Where the slices are about equally long (``capacity.fixed_capacity``: uniform sparsity, rows not
 sorted), every slice is padded to the longest, ``capacity`` entries: slice s then starts at
