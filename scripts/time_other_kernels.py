@@ -32,9 +32,8 @@ from bench_lookup import within_seconds
 SAVE_EVERY = 20
 
 
-def favourites(model, fam, features, kinds) -> list:
-    """The model's first-ranked config of each kernel in ``kinds``, of the problem's space."""
-    space = fam.space(features)
+def favourites(model, features, space, kinds) -> list:
+    """The model's first-ranked config of each kernel in ``kinds``, of the problem's ``space``."""
     return [model.rank(features, [c for c in space if c.kernel == kind])[0][0] for kind in kinds]
 
 
@@ -76,7 +75,8 @@ def main(argv=None) -> int:
         entry = entries[key]
         features = ProblemFeatures("spmm", entry.dtype, dict(entry.features))
         held = {t.config.get("kernel") for t in entry.timed_configs}
-        kinds = [k for k in space_kernels(fam.space(features)) if k not in held]
+        space = fam.space(features)
+        kinds = [k for k in space_kernels(space) if k not in held]
         if not kinds:
             continue
         problem, why = entry_problem(key, entry, seed=i)
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
             continue
         objective = KernelObjective(problem, timer=timer)
         timed = []
-        for config in favourites(model, fam, features, kinds):
+        for config in favourites(model, features, space, kinds):
             try:
                 timed.append((config, objective(config)))
             except TrialFailure as e:
