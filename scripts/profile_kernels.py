@@ -13,6 +13,8 @@ caches flushed (cold, as the benchmarks time):
         --section WarpStateStats --section SchedulerStats python3 scripts/profile_kernels.py
 
 Without ncu it only runs the cases; on a machine with no GPU it exits (counters need one).
+With ``--section SourceCounters -o REPORT``, ``scripts/ncu_source_stalls.py`` reads where, per SASS
+instruction, the warps stalled (BENCHMARKS.md 8r).
 """
 
 from __future__ import annotations
