@@ -216,9 +216,8 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     if timer_revision(a.env) != timer_revision(b.env):
         return replace(max(a, b, key=lambda e: timer_revision(e.env)), failed=failed)
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
-    timed = [a.best, *a.top_k, *a.other_kernels, b.best, *b.top_k, *b.other_kernels]
-    top = union_top_k(timed)
-    return kept(winner, top_k=top, other_kernels=other_kernel_bests(timed, top), tuner=_united_tuner(winner, a, b),
+    top, others = top_and_other_kernels([a.best, *a.top_k, *a.other_kernels, b.best, *b.top_k, *b.other_kernels])
+    return kept(winner, top_k=top, other_kernels=others, tuner=_united_tuner(winner, a, b),
                 updated=max(a.updated, b.updated, key=lambda t: (parse_timestamp(t), t)))
 
 
@@ -253,6 +252,13 @@ def other_kernel_bests(items, top_k) -> list:
         if held is None or (item.time_us, _canonical(item.config)) < (held.time_us, _canonical(held.config)):
             fastest[kernel] = item
     return sorted(fastest.values(), key=lambda t: (t.time_us, _canonical(t.config)))
+
+
+def top_and_other_kernels(items) -> tuple[list, list]:
+    """An entry's (top_k, other_kernels) from all its timed items: the united top k, then the best
+    of each kernel it leaves out. What a merge and ``TuningDB.put`` both keep."""
+    top = union_top_k(items)
+    return top, other_kernel_bests(items, top)
 
 
 def union_failed(items) -> list:

@@ -25,9 +25,8 @@ from stuning.db.entry import (
     feature_distance,
     is_number,
     merge_entries,
-    other_kernel_bests,
+    top_and_other_kernels,
     union_failed,
-    union_top_k,
 )
 from stuning.db.environment import Environment, judges_kernels, same_environment
 from stuning.db.misses import MissCounter, load_misses
@@ -181,9 +180,8 @@ class TuningDB:
             entry = replace(entry, env=self.env.entry_env(entry.op))
         entry.validate()
         if entry.measured:
-            timed = [entry.best, *entry.top_k, *entry.other_kernels]
-            top = union_top_k(timed)
-            entry = replace(entry, top_k=top, other_kernels=other_kernel_bests(timed, top))
+            top, others = top_and_other_kernels([entry.best, *entry.top_k, *entry.other_kernels])
+            entry = replace(entry, top_k=top, other_kernels=others)
         if entry.failed:
             entry = replace(entry, failed=union_failed(entry.failed))
         held = self._pending.get(key)
