@@ -92,9 +92,6 @@ MIN_N = 16
 SLICES_MAX_SPLIT = 2
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
-# A 64-row config on 8 warps runs two K ranges in one program, a warpgroup each (``ranges``); the
-# second warpgroup is a warp-specialized worker with this many registers a thread.
-RANGE_WORKER_REGS = 232
 
 
 def available() -> bool:
@@ -124,30 +121,13 @@ def ring_stages(block_m: int, block_k: int, chunk: int) -> int:
     return next(r for r in RING_STAGES if r * chunk * 4 <= block_m * block_k * 2)
 
 
-def ranges(config) -> int:
-    """K ranges a program runs side by side: two for 64-row tiles on 8 warps (a warpgroup each,
-    summing in shared memory), else one (a warpgroup per 64 rows of one chain of steps)."""
-    return 2 if config.rows == 64 and config.num_warps == 8 else 1
-
-
-def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int, k_ranges: int = 1) -> tuple[int, int, int]:
-    """(A slots, A bytes, X bytes) of a config's shared memory. Each K range's part of A's buffer
-    holds the slots the MMA reads, one more where two buffers would be the same size (Triton's order
-    between them would then be unknown), then the entries' ring (one slot's bytes)."""
+def buffer_bytes(block_m: int, block_k: int, block_n: int, stages: int) -> tuple[int, int, int]:
+    """(A slots, A bytes, X bytes) of a config's shared memory. A's buffer holds the slots the MMA
+    reads, one more where two buffers would be the same size (Triton's order between them would then
+    be unknown), then the entries' ring (one slot's bytes)."""
     a_bytes, x_bytes = (SLOTS + 1) * block_m * block_k * 2, stages * block_k * block_n * 2
     slots = SLOTS + (a_bytes == x_bytes)
-    return slots, k_ranges * (slots + 1) * block_m * block_k * 2, k_ranges * x_bytes
-
-
-def sum_bytes(block_m: int, block_n: int, k_ranges: int) -> int:
-    """Shared memory where the second K range's (block_m x block_n) fp32 sum waits for the first."""
-    return (k_ranges - 1) * block_m * block_n * 4
-
-
-def a_offset(a_bytes: int, x_bytes: int, s_bytes: int) -> int:
-    """Where A's slots start in the kernel's shared memory: Triton 3.6 places its buffers largest
-    first, ties in allocation order (A's slots, X's stages, the sum), so after the larger ones."""
-    return (x_bytes if x_bytes > a_bytes else 0) + (s_bytes if s_bytes > a_bytes else 0)
+    return slots, (slots + 1) * block_m * block_k * 2, x_bytes
 
 
 def block_ns(n: int) -> tuple[int, ...]:
@@ -171,16 +151,14 @@ def why_excluded(config, problem, budget: DeviceBudget) -> str | None:
     bm, bk, bn = config.rows, config.nnz_step, config.block_n
     if bm not in BLOCK_MS or bk not in BLOCK_KS or config.num_stages not in STAGES[bm]:
         return f"the scatter kernel takes rows in {BLOCK_MS}, nnz_step in {BLOCK_KS}, num_stages in {STAGES}"
-    if config.num_warps not in (4 * bm // 64, 8) or config.split_k not in SPLIT_KS:
-        return ("the scatter kernel runs a warpgroup per 64 rows (or two K ranges of 64 rows on 8 warps) and "
-                "split_k in (1, 2, 4, 8)")
+    if config.num_warps != 4 * bm // 64 or config.split_k not in SPLIT_KS:
+        return "the scatter kernel runs a warpgroup per 64 rows and split_k in (1, 2, 4, 8)"
     if bn not in block_ns(problem.n):
         return f"the scatter kernel's N tile at N = {problem.n} is one of {block_ns(problem.n)}"
-    k_ranges = ranges(config)
-    if k_ranges * config.split_k > 1 and k_ranges * config.split_k * bk > problem.k:
+    if config.split_k > 1 and config.split_k * bk > problem.k:
         return "more K splits than K tiles"
-    _, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages, k_ranges)
-    if a_bytes + x_bytes + sum_bytes(bm, bn, k_ranges) + 1024 > budget.shared_mem_per_block:
+    _, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
+    if a_bytes + x_bytes + 1024 > budget.shared_mem_per_block:
         return "A's slots and X's stages do not fit in shared memory"
     return None
 
@@ -190,8 +168,8 @@ def config_space(problem, budget: DeviceBudget | None = None) -> list:
     budget = budget or device_budget()
     out = []
     for bm, bk, bn, split in itertools.product(BLOCK_MS, BLOCK_KS, block_ns(max(problem.n, 1)), SPLIT_KS):
-        for stages, warps in itertools.product(STAGES[bm], sorted({4 * bm // 64, 8})):
-            cfg = SpMMConfig(bm, bk, bn, 1, False, warps, stages, "scatter", split_k=split)
+        for stages in STAGES[bm]:
+            cfg = SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split)
             if why_excluded(cfg, problem, budget) is None:
                 out.append(cfg)
     return out
@@ -202,16 +180,16 @@ def repair(config, problem):
     ``block_ns(N)``, no more K splits than K tiles, and (fewer stages, a narrower N tile) shared
     memory the device has."""
     budget = device_budget()
-    split, k_ranges = config.split_k, ranges(config)
-    while split > 1 and k_ranges * split * config.nnz_step > problem.k:
+    split = config.split_k
+    while split > 1 and split * config.nnz_step > problem.k:
         split //= 2
     widths = block_ns(problem.n)
     widths = ((config.block_n,) if config.block_n in widths else ()) + widths
     stages = (config.num_stages,) + tuple(s for s in STAGES.get(config.rows, ()) if s < config.num_stages)
     fitted = replace(config, block_n=widths[0], split_k=split)
     for bn, st in itertools.product(widths, stages):
-        _, a_bytes, x_bytes = buffer_bytes(config.rows, config.nnz_step, bn, st, k_ranges)
-        if a_bytes + x_bytes + sum_bytes(config.rows, bn, k_ranges) + 1024 <= budget.shared_mem_per_block:
+        _, a_bytes, x_bytes = buffer_bytes(config.rows, config.nnz_step, bn, st)
+        if a_bytes + x_bytes + 1024 <= budget.shared_mem_per_block:
             return replace(fitted, block_n=bn, num_stages=st)
     return fitted
 
@@ -253,8 +231,8 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     if not takes(b):
         raise ValueError("spmm_scatter: B must be 16-bit on an sm_90 GPU with TMA-aligned strides (see takes)")
     bm, bk, bn = config.rows, config.nnz_step, config.block_n
-    k_tiles, k_ranges = triton.cdiv(k, bk), ranges(config)
-    split = max(1, min(config.split_k, k_tiles // k_ranges))
+    k_tiles = triton.cdiv(k, bk)
+    split = max(1, min(config.split_k, k_tiles))
     grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
     slices = 1 < split <= SLICES_MAX_SPLIT and split * m * n * 4 <= SLICES_MAX_BYTES
     if split > 1:
@@ -262,27 +240,25 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
                                             zeroed=not slices)
     else:
         partial, counts = out, out
-    slots, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages, k_ranges)
-    s_bytes = sum_bytes(bm, bn, k_ranges)
-    chain_warps = 4 * bm // 64  # a chain's warps: every range's
+    slots, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
     transposed = x_transposed(b)
     block = [bn, bk] if transposed else [bk, bn]
     src = b.t() if transposed else b
     x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block, nvmma_layout(tuple(block), b.dtype))
-    chunk = chunk_size(tiles, chain_warps)
+    chunk = chunk_size(tiles, config.num_warps)
     kernel = _spmm_scatter_kernel[grid](
         tiles.tile_ptr, tiles.entries, tiles.capacity // 4, x_desc, out, b if bias is None else bias, partial, counts,
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
-        A_OFFSET=a_offset(a_bytes, x_bytes, s_bytes), CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
+        A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
         FIXED=tiles.capacity > 0, X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
-        RANGES=k_ranges, WORKER_REGS=RANGE_WORKER_REGS, num_warps=chain_warps,
+        num_warps=config.num_warps,
     )
-    used, expected = kernel.metadata.shared, a_bytes + x_bytes + s_bytes
-    if not expected <= used <= expected + 1024:
+    used = kernel.metadata.shared
+    if not a_bytes + x_bytes <= used <= a_bytes + x_bytes + 1024:
         # Another buffer (the barriers excepted) would move A's slots off A_OFFSET.
         raise RuntimeError(f"spmm_scatter: the kernel uses {used} bytes of shared memory, expected "
-                           f"{expected} and its barriers; its scatter addresses would be wrong")
+                           f"{a_bytes + x_bytes} and its barriers; its scatter addresses would be wrong")
     return out
 
 
@@ -398,129 +374,12 @@ if gluon is not None:
 
     @gluon.jit
     def _load_x(x_desc, bars, x_smem, step, pid_k, pid_n, steps, SPLIT_K: gl.constexpr, BK: gl.constexpr,
-                BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr, X0: gl.constexpr):
-        stage = X0 + step % STAGES
+                BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr):
+        stage = step % STAGES
         k0 = (pid_k + step * SPLIT_K) * BK
         mbarrier.expect(bars.index(stage), BK * BN * 2, pred=step < steps)
         coord = [pid_n * BN, k0] if X_T else [k0, pid_n * BN]
         tma.async_copy_global_to_shared(x_desc, coord, bars.index(stage), x_smem.index(stage), pred=step < steps)
-
-    @gluon.jit
-    def _k_range(tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, pid_m, pid_k, pid_n, K_TILES,
-                 A0: gl.constexpr, X0: gl.constexpr, A_BASE: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
-                 BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SLOTS: gl.constexpr,
-                 CHUNK: gl.constexpr, RING: gl.constexpr, FIXED: gl.constexpr, X_T: gl.constexpr,
-                 CLEAR: gl.constexpr, NW: gl.constexpr):
-        """One chain of steps on NW warps: band pid_m's K tiles pid_k, pid_k + SPLIT_K, ... in A slots
-        A0 .. A0 + SLOTS - 1 (the ring in A0 + SLOTS; A0's byte A_BASE of the kernel's shared memory), X's
-        stages and barriers X0 .. X0 + STAGES - 1. Returns the chain's (BM, BN) fp32 sum."""
-        DT: gl.constexpr = x_desc.dtype
-        A_BYTES: gl.constexpr = BM * BK * 2
-        # Lists come padded to fours: a thread copies and reads 8 or 16 bytes of entries at a time.
-        VEC: gl.constexpr = min(4, CHUNK // (32 * NW))
-        gl.static_assert(VEC == 2 or VEC == 4, "two or four entries a thread: 8- or 16-byte copies and reads")
-        e_layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [NW], [0])
-        z_layout: gl.constexpr = gl.BlockedLayout([BM // (4 * NW), 8], [4, 8], [NW, 1], [1, 0])
-        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
-                                                             instr_shape=[16, BN, 16])
-        LAG: gl.constexpr = 1 if NW == 4 else 2
-
-        gl.static_assert(RING == 4 or RING == 2, "the loop holds the bounds of two or four steps")
-        AHEAD: gl.constexpr = RING - 1
-
-        ring = a_smem.index(A0 + SLOTS)._reinterpret(gl.int32, [RING, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        zeros = gl.zeros((BM, BK), DT, layout=z_layout)
-        for s in gl.static_range(SLOTS):
-            a_smem.index(A0 + s).store(zeros)
-        for s in gl.static_range(STAGES):
-            mbarrier.init(bars.index(X0 + s), count=1)
-        steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
-        for s in gl.static_range(STAGES - LAG):
-            _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T, X0)
-
-        # Each thread copies the entries it later reads itself, so only its own cp.async groups are
-        # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
-        # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring.
-        # The bounds of the steps i .. i + AHEAD stay in registers, each read a step before its copy
-        # (or computed where the lists have one capacity: the first copy then waits for no load).
-        first_tile = pid_m * K_TILES + pid_k
-        row_tiles = tile_ptr + first_tile
-        start, end = _tile_bounds(row_tiles, first_tile, capacity_fours, 0, steps, SPLIT_K, FIXED)
-        _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, NW)
-        start1, end1 = _tile_bounds(row_tiles, first_tile, capacity_fours, 1, steps, SPLIT_K, FIXED)
-        if AHEAD == 3:
-            _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, NW)
-            start2, end2 = _tile_bounds(row_tiles, first_tile, capacity_fours, 2, steps, SPLIT_K, FIXED)
-            _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, NW)
-            start3, end3 = _tile_bounds(row_tiles, first_tile, capacity_fours, 3, steps, SPLIT_K, FIXED)
-        acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
-        # The previous step's entries: its slot is cleared where they were stored (no entries at first).
-        last = gl.zeros((CHUNK,), gl.int32, e_layout)
-        last_start = start * 0
-        last_end = start * 0
-        gl.thread_barrier()
-        for i in range(steps):
-            if AHEAD == 3:
-                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK, NW)
-            else:
-                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, NW)
-            # Handed on at the loop's end: by then the load has had the whole step.
-            start_next, end_next = _tile_bounds(row_tiles, first_tile, capacity_fours, i + AHEAD + 1, steps, SPLIT_K,
-                                                FIXED)
-            first = _ring_entries(A_BASE + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, VEC, e_layout, CHUNK)
-            _scatter(first, ent_ptr, start, end, A_BASE + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-            mbarrier.wait(bars.index(X0 + i % STAGES), (i // STAGES) & 1)
-            fence_async_shared()
-            gl.thread_barrier()
-            x_tile = x_smem.index(X0 + i % STAGES)
-            if X_T:
-                x_tile = x_tile.permute((1, 0))
-            acc = warpgroup_mma(a_smem.index(A0 + i % SLOTS), x_tile, acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            used = (i + SLOTS - 1) % SLOTS
-            if CLEAR and NW == 4:
-                _clear_slot(last, last_start, last_end, a_smem.index(A0 + used), zeros, A_BASE + used * A_BYTES,
-                            e_layout, CHUNK)
-            else:
-                a_smem.index(A0 + used).store(zeros)
-            # The next step stores into the slot just cleared (SLOTS = 2), and with two warpgroups
-            # into rows whose MMA only the other warpgroup has waited for.
-            gl.thread_barrier()
-            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T, X0)
-            last, last_start, last_end = first, start, end
-            start, end = start1, end1
-            if AHEAD == 3:
-                start1, end1 = start2, end2
-                start2, end2 = start3, end3
-                start3, end3 = start_next, end_next
-            else:
-                start1, end1 = start_next, end_next
-        return warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-
-    @gluon.jit
-    def _first_range(tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, pid_m, pid_k, pid_n, K_TILES,
-                     A_OFFSET: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                     SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SLOTS: gl.constexpr, CHUNK: gl.constexpr,
-                     RING: gl.constexpr, FIXED: gl.constexpr, X_T: gl.constexpr, CLEAR: gl.constexpr):
-        """Two ranges: the default partition's chain, K tiles 2 pid_k, 2 pid_k + 2 SPLIT_K, ..."""
-        acc = _k_range(tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, pid_m, 2 * pid_k, pid_n,
-                       K_TILES, 0, 0, A_OFFSET, BM, BN, BK, 2 * SPLIT_K, STAGES, SLOTS, CHUNK, RING, FIXED, X_T, CLEAR,
-                       4)
-        return (acc,)  # warp_specialize takes the default partition's results as a tuple
-
-    @gluon.jit
-    def _second_range(tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, sums, pid_m, pid_k, pid_n,
-                      K_TILES, A_OFFSET: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                      SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SLOTS: gl.constexpr, CHUNK: gl.constexpr,
-                      RING: gl.constexpr, FIXED: gl.constexpr, X_T: gl.constexpr, CLEAR: gl.constexpr):
-        """Two ranges: the worker's chain, K tiles 2 pid_k + 1, ...; its sum goes into ``sums``, and the
-        last barrier says it is there."""
-        acc = _k_range(tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, pid_m, 2 * pid_k + 1, pid_n,
-                       K_TILES, SLOTS + 1, STAGES, A_OFFSET + (SLOTS + 1) * BM * BK * 2, BM, BN, BK, 2 * SPLIT_K,
-                       STAGES, SLOTS, CHUNK, RING, FIXED, X_T, CLEAR, 4)
-        sums.store(acc)
-        gl.thread_barrier()  # every warp's part of the sum before the one arrival
-        mbarrier.arrive(bars.index(2 * STAGES))
 
     @gluon.jit
     def _spmm_scatter_kernel(
@@ -531,44 +390,102 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, FIXED: gl.constexpr,
-        X_T: gl.constexpr, HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, RANGES: gl.constexpr,
-        WORKER_REGS: gl.constexpr, num_warps: gl.constexpr,
+        X_T: gl.constexpr,
+        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
-        a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        A_BYTES: gl.constexpr = BM * BK * 2
+        # Lists come padded to fours: a thread copies and reads 8 or 16 bytes of entries at a time.
+        VEC: gl.constexpr = min(4, CHUNK // (32 * num_warps))
+        gl.static_assert(VEC == 2 or VEC == 4, "two or four entries a thread: 8- or 16-byte copies and reads")
+        e_layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [num_warps], [0])
+        z_layout: gl.constexpr = gl.BlockedLayout([BM // (4 * num_warps), 8], [4, 8], [num_warps, 1], [1, 0])
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                              instr_shape=[16, BN, 16])
+        a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        LAG: gl.constexpr = 1 if num_warps == 4 else 2
+
+        gl.static_assert(RING == 4 or RING == 2, "the loop holds the bounds of two or four steps")
+        AHEAD: gl.constexpr = RING - 1
+
         pid_m = gl.program_id(0)
         pid_k = gl.program_id(1)
         pid_n = gl.program_id(2)
-        # Each range's A slots, then its entries' ring in one more slot's bytes (buffer_bytes).
-        a_smem = gl.allocate_shared_memory(DT, [RANGES * (SLOTS + 1), BM, BK], a_layout)
+        # A's slots, then the entries' ring in one more slot's bytes (buffer_bytes).
+        a_smem = gl.allocate_shared_memory(DT, [SLOTS + 1, BM, BK], a_layout)
+        ring = a_smem.index(SLOTS)._reinterpret(gl.int32, [RING, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         if X_T:
-            x_smem = gl.allocate_shared_memory(DT, [RANGES * STAGES, BN, BK], x_desc.layout)
+            x_smem = gl.allocate_shared_memory(DT, [STAGES, BN, BK], x_desc.layout)
         else:
-            x_smem = gl.allocate_shared_memory(DT, [RANGES * STAGES, BK, BN], x_desc.layout)
-        # Each range's X stages; with two, one more: the second range's sum is in shared memory.
-        bars = gl.allocate_shared_memory(gl.int64, [RANGES * STAGES + RANGES - 1, 1], mbarrier.MBarrierLayout())
-        if RANGES == 1:
-            acc = _k_range(tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, pid_m, pid_k, pid_n,
-                           K_TILES, 0, 0, A_OFFSET, BM, BN, BK, SPLIT_K, STAGES, SLOTS, CHUNK, RING, FIXED, X_T,
-                           CLEAR, num_warps)
-        else:
-            # Two chains of steps an SM in one program, whose sums meet in shared memory: the split
-            # hand-off without a round trip to L2 (BENCHMARKS.md 8r).
-            gl.static_assert(num_warps == 4, "two ranges: a warpgroup each, the default partition's and a worker's")
-            sums = gl.allocate_shared_memory(gl.float32, [BM, BN], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-            mbarrier.init(bars.index(2 * STAGES), count=1)
+            x_smem = gl.allocate_shared_memory(DT, [STAGES, BK, BN], x_desc.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        zeros = gl.zeros((BM, BK), DT, layout=z_layout)
+        for s in gl.static_range(SLOTS):
+            a_smem.index(s).store(zeros)
+        for s in gl.static_range(STAGES):
+            mbarrier.init(bars.index(s), count=1)
+        steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
+        for s in gl.static_range(STAGES - LAG):
+            _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+
+        # Each thread copies the entries it later reads itself, so only its own cp.async groups are
+        # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
+        # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring.
+        # The bounds of the steps i .. i + AHEAD stay in registers, each read a step before its copy
+        # (or computed where the lists have one capacity: the first copy then waits for no load).
+        first_tile = pid_m * K_TILES + pid_k
+        row_tiles = tile_ptr + first_tile
+        start, end = _tile_bounds(row_tiles, first_tile, capacity_fours, 0, steps, SPLIT_K, FIXED)
+        _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, num_warps)
+        start1, end1 = _tile_bounds(row_tiles, first_tile, capacity_fours, 1, steps, SPLIT_K, FIXED)
+        if AHEAD == 3:
+            _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, num_warps)
+            start2, end2 = _tile_bounds(row_tiles, first_tile, capacity_fours, 2, steps, SPLIT_K, FIXED)
+            _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, num_warps)
+            start3, end3 = _tile_bounds(row_tiles, first_tile, capacity_fours, 3, steps, SPLIT_K, FIXED)
+        acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
+        # The previous step's entries: its slot is cleared where they were stored (no entries at first).
+        last = gl.zeros((CHUNK,), gl.int32, e_layout)
+        last_start = start * 0
+        last_end = start * 0
+        gl.thread_barrier()
+        for i in range(steps):
+            if AHEAD == 3:
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK, num_warps)
+            else:
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, num_warps)
+            # Handed on at the loop's end: by then the load has had the whole step.
+            start_next, end_next = _tile_bounds(row_tiles, first_tile, capacity_fours, i + AHEAD + 1, steps, SPLIT_K,
+                                                FIXED)
+            first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, VEC, e_layout, CHUNK)
+            _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
+            mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
+            fence_async_shared()
             gl.thread_barrier()
-            (acc,) = gl.warp_specialize([
-                (_first_range, (tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, pid_m, pid_k, pid_n,
-                                K_TILES, A_OFFSET, BM, BN, BK, SPLIT_K, STAGES, SLOTS, CHUNK, RING, FIXED, X_T, CLEAR)),
-                (_second_range, (tile_ptr, ent_ptr, capacity_fours, x_desc, a_smem, x_smem, bars, sums, pid_m, pid_k,
-                                 pid_n, K_TILES, A_OFFSET, BM, BN, BK, SPLIT_K, STAGES, SLOTS, CHUNK, RING, FIXED, X_T,
-                                 CLEAR)),
-            ], [4], [WORKER_REGS])
-            mbarrier.wait(bars.index(2 * STAGES), 0)
-            acc += sums.load(acc_layout)
+            x_tile = x_smem.index(i % STAGES)
+            if X_T:
+                x_tile = x_tile.permute((1, 0))
+            acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            used = (i + SLOTS - 1) % SLOTS
+            if CLEAR and num_warps == 4:
+                _clear_slot(last, last_start, last_end, a_smem.index(used), zeros, A_OFFSET + used * A_BYTES,
+                            e_layout, CHUNK)
+            else:
+                a_smem.index(used).store(zeros)
+            # The next step stores into the slot just cleared (SLOTS = 2), and with two warpgroups
+            # into rows whose MMA only the other warpgroup has waited for.
+            gl.thread_barrier()
+            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
+            last, last_start, last_end = first, start, end
+            start, end = start1, end1
+            if AHEAD == 3:
+                start1, end1 = start2, end2
+                start2, end2 = start3, end3
+                start3, end3 = start_next, end_next
+            else:
+                start1, end1 = start_next, end_next
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
         offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))

@@ -29,9 +29,8 @@ from stuning.tuning.features import ProblemFeatures
 HALF_TOL = dtype_tol_params(HALF_DTYPES)
 
 
-def scatter_config(bm=64, bk=64, bn=16, split=1, stages=2, warps=None) -> spmm_kernel.SpMMConfig:
-    """A scatter config: a warpgroup per 64 rows unless ``warps`` says (8 on 64 rows: two K ranges)."""
-    return spmm_kernel.SpMMConfig(bm, bk, bn, 1, False, warps or 4 * bm // 64, stages, "scatter", split_k=split)
+def scatter_config(bm=64, bk=64, bn=16, split=1, stages=2) -> spmm_kernel.SpMMConfig:
+    return spmm_kernel.SpMMConfig(bm, bk, bn, 1, False, 4 * bm // 64, stages, "scatter", split_k=split)
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=DTYPE_NAMES.get)
@@ -169,37 +168,14 @@ def test_config_space_only_on_hopper_with_its_triton(monkeypatch):
     assert all(spmm_scatter.why_excluded(c, problem, H100_BUDGET) is None for c in space)
     assert {c.block_n for c in space} == {128, 64}  # N and half of it
     assert {c.split_k for c in space} == set(spmm_scatter.SPLIT_KS)
-    assert {(c.rows, c.num_warps) for c in space} == {(64, 4), (64, 8), (128, 8)}  # 64 rows on 8: two ranges
     for c in space:
-        _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(c.rows, c.nnz_step, c.block_n, c.num_stages,
-                                                        spmm_scatter.ranges(c))
+        _, a_bytes, x_bytes = spmm_scatter.buffer_bytes(c.rows, c.nnz_step, c.block_n, c.num_stages)
         assert a_bytes != x_bytes and a_bytes + x_bytes + 1024 <= H100_BUDGET.shared_mem_per_block
     assert spmm_scatter.config_space(dataclasses.replace(problem, dtype=torch.float32), H100_BUDGET) == []
     assert spmm_scatter.config_space(dataclasses.replace(problem, n=8), H100_BUDGET) == []
     wide = spmm_scatter.config_space(dataclasses.replace(problem, n=2048), H100_BUDGET)
     assert {c.block_n for c in wide} == {128, 256}
     assert {c.block_n for c in spmm_scatter.config_space(dataclasses.replace(problem, n=64), H100_BUDGET)} == {64}
-
-
-def test_two_ranges_need_two_k_tiles_a_split_and_room_for_both(monkeypatch):
-    problem = spmm_kernel.SpMMProblem(4096, 256, 128, 50_000, torch.float16)
-    two = scatter_config(bk=64, bn=128, split=2, stages=3, warps=8)
-    assert spmm_scatter.ranges(two) == 2 and spmm_scatter.ranges(scatter_config(bm=128)) == 1
-    assert spmm_scatter.ranges(scatter_config()) == 1
-    slots, a_bytes, x_bytes = spmm_scatter.buffer_bytes(64, 64, 128, 3, 2)
-    assert (a_bytes, x_bytes) == (2 * (slots + 1) * 64 * 64 * 2, 2 * 3 * 64 * 128 * 2)
-    # The second range's sum waits in its X stages: they hold at least 64 x N floats.
-    assert 3 * 64 * 128 * 2 >= 64 * 128 * 4
-    monkeypatch.setattr(spmm_scatter, "available", lambda: True)
-    assert spmm_scatter.why_excluded(two, problem, H100_BUDGET) is None
-    # Four K tiles: two splits of two ranges, not four splits.
-    assert "more K splits" in spmm_scatter.why_excluded(dataclasses.replace(two, split_k=4), problem, H100_BUDGET)
-    # 64 x 128 steps, 128-wide N tiles: two ranges' stages need more than the device has.
-    wide = scatter_config(bk=128, bn=128, split=1, stages=3, warps=8)
-    assert "shared memory" in spmm_scatter.why_excluded(wide, dataclasses.replace(problem, k=4096), H100_BUDGET)
-    # Repaired for fewer K tiles: fewer splits, the ranges kept.
-    fixed = spmm_scatter.repair(dataclasses.replace(two, split_k=8), problem)
-    assert (fixed.split_k, fixed.num_warps) == (2, 8)
 
 
 def test_repair_fits_n_and_k():
@@ -240,9 +216,7 @@ def test_scatter_config_runs_where_the_kernel_cannot(gen, dtype, tol):
 # (M, K, N): ragged M and K, N narrower than its tile and not a power of two, decode and wide N.
 GPU_SHAPES = ((4096, 4096, 16), (100, 200, 24), (300, 1000, 128), (1000, 333, 64), (256, 512, 512))
 GPU_CONFIGS = [scatter_config(*c) for c in ((64, 64, 16, 1, 2), (64, 128, 32, 3, 3), (128, 64, 128, 2, 3),
-                                            (128, 128, 128, 8, 4), (64, 128, 256, 1, 2),
-                                            # two K ranges a program (8 warps on 64 rows)
-                                            (64, 128, 16, 2, 4, 8), (64, 64, 128, 1, 3, 8), (64, 128, 64, 4, 2, 8))]
+                                            (128, 128, 128, 8, 4), (64, 128, 256, 1, 2))]
 
 
 def _gpu_kernel_or_skip():
@@ -253,7 +227,7 @@ def _gpu_kernel_or_skip():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("config", GPU_CONFIGS,
-                         ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}:{c.num_warps}")
+                         ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
 # Each way of meeting splits with one layout of A's lists: one capacity (bounds computed) or each its own.
 @pytest.mark.parametrize("slices", [True, False], ids=["split-slices-fixed", "split-atomics-listed"])
@@ -306,8 +280,7 @@ def test_scatter_kernel_dense_and_empty_tiles(device_gen, dtype, tol, clear_by_e
     b = randn(k, n, dtype=dtype, gen=device_gen)
     for matrix, fixed in ((dense, False), (full, True)):
         a = CSRMatrix.from_dense(matrix)
-        for cfg in (scatter_config(bn=64), scatter_config(bm=128, bk=128, bn=64, split=2, stages=3),
-                    scatter_config(bk=64, bn=64, stages=3, warps=8)):
+        for cfg in (scatter_config(bn=64), scatter_config(bm=128, bk=128, bn=64, split=2, stages=3)):
             capacity = ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity
             assert capacity == (cfg.rows * cfg.nnz_step if fixed else 0), (cfg, capacity)
             assert_close(stuning.spmm(a, b, config=cfg), spmm_ref(matrix, b), tol, f"{cfg}, capacity {capacity}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from stuning.kernels.spmm import SpMMConfig
-from stuning.kernels.spmm_scatter import buffer_bytes, ranges
+from stuning.kernels.spmm_scatter import buffer_bytes
 from stuning.tuning.cost_model.base import (
     LAUNCH_US,
     CostTerms,
@@ -95,29 +95,27 @@ SCATTER_SPLIT_GBS = 3000.0
 
 def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostTerms:
     """The scatter kernel (sm_90): A's tiles rebuilt in shared memory, then dense tensor-core work,
-    one (rows x nnz_step x block_n) step after another on each SM (``chain_us``; two K ranges a
-    program run two such chains side by side); the bytes (entries once per N tile, X once per band of
-    rows) rarely bound it."""
+    one (rows x nnz_step x block_n) step after another on each SM (``chain_us``); the bytes (entries
+    once per N tile, X once per band of rows) rarely bound it."""
     m, k, n = f["m"], f["k"], f["n"]
     elt = DTYPE_BYTES[f.dtype]
     bm, bk, bn = cfg.rows, cfg.nnz_step, cfg.block_n
     m_tiles, n_tiles, k_tiles = math.ceil(m / bm), math.ceil(n / bn), math.ceil(k / bk)
-    k_ranges = ranges(cfg)
-    split = max(1, min(cfg.split_k, k_tiles // k_ranges))
+    split = max(1, min(cfg.split_k, k_tiles))
     a_bytes = (f["nnz"] * 1.02 + 4 * m_tiles * k_tiles) * 4  # entries (padded to fours), tile offsets
     x_bytes = k * n * elt
     dram = a_bytes + x_bytes + m * n * elt
     l2 = a_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
     mma_us = 2.0 * m_tiles * bm * k_tiles * bk * n_tiles * bn / (device.tensor_rate(f.dtype) * 1e-6)
     threads = 32 * cfg.num_warps
-    _, a_smem, x_smem = buffer_bytes(bm, bk, bn, cfg.num_stages, k_ranges)
+    _, a_smem, x_smem = buffer_bytes(bm, bk, bn, cfg.num_stages)
     programs = m_tiles * n_tiles * split
     launch = launch_shape(programs, threads, 32 + bm * bn // threads, a_smem + x_smem, device)
     sm_tensor_rate = device.tensor_rate(f.dtype) / device.sm_count * 1e-6  # flops a microsecond
     step_us = (SCATTER_STEP_US + SCATTER_TILE_US * bm * bk / 4096
                + 2.0 * bm * bk * bn / (sm_tensor_rate * SCATTER_MMA_EFFICIENCY))
     # Steps per SM: a program's steps run back to back, and an SM takes programs in turn.
-    per_sm = math.ceil(programs / device.sm_count) * math.ceil(k_tiles / (split * k_ranges))
+    per_sm = math.ceil(programs / device.sm_count) * math.ceil(k_tiles / split)
     split_us = m * n * 4 * (split + 1) / (SCATTER_SPLIT_GBS * 1e3) if split > 1 else 0.0
     return CostTerms(
         mem_us=memory_us(dram, l2, device),
