@@ -74,8 +74,9 @@ STAGES = {64: (2, 3, 4), 128: (3, 4, 6)}
 # the three slots before the ring (BENCHMARKS.md 7z: a slot more cost two programs an SM their room).
 SLOTS = 2
 # Entries come through a ring in one more A slot: RING tiles' first CHUNK entries, copied RING - 1
-# steps ahead; the most of these that fit in the slot (``ring_stages``).
-RING_STAGES = (8, 4, 2)
+# steps ahead; four where they fit in the slot, else two (``ring_stages``). Eight (seven steps ahead)
+# ran 1-5% slower at N = 16 and 128, as did eight X stages at N = 16 (8-19%; BENCHMARKS.md 8s).
+RING_STAGES = (4, 2)
 # One warpgroup clears a used A slot where its entries were stored, not whole (``_clear_slot``);
 # False only to measure the difference.
 CLEAR_BY_ENTRIES = True
