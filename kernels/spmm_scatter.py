@@ -74,8 +74,7 @@ STAGES = {64: (2, 3, 4), 128: (3, 4, 6)}
 # the three slots before the ring (BENCHMARKS.md 7z: a slot more cost two programs an SM their room).
 SLOTS = 2
 # Entries come through a ring in one more A slot: RING tiles' first CHUNK entries, copied RING - 1
-# steps ahead; four where they fit in the slot, else two (``ring_stages``). Eight (seven steps ahead)
-# ran 1-5% slower at N = 16 and 128, as did eight X stages at N = 16 (8-19%; BENCHMARKS.md 8s).
+# steps ahead; four where they fit in the slot, else two (``ring_stages``).
 RING_STAGES = (4, 2)
 # One warpgroup clears a used A slot where its entries were stored, not whole (``_clear_slot``);
 # False only to measure the difference.
@@ -406,7 +405,7 @@ if gluon is not None:
         a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
         LAG: gl.constexpr = 1 if num_warps == 4 else 2
 
-        gl.static_assert(RING >= 2, "the ring holds this step's entries and later ones'")
+        gl.static_assert(RING == 4 or RING == 2, "the loop holds the bounds of two or four steps")
         AHEAD: gl.constexpr = RING - 1
 
         pid_m = gl.program_id(0)
@@ -431,17 +430,19 @@ if gluon is not None:
 
         # Each thread copies the entries it later reads itself, so only its own cp.async groups are
         # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
-        # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring: the
-        # first AHEAD steps' copies start here, and each step starts the copy of the step AHEAD on.
-        # Tile bounds are read a step before their use (or computed where the lists have one
-        # capacity: then no copy waits for a load).
+        # would be waited for where the loop hands it on (BENCHMARKS.md 7z), hence the ring.
+        # The bounds of the steps i .. i + AHEAD stay in registers, each read a step before its copy
+        # (or computed where the lists have one capacity: the first copy then waits for no load).
         first_tile = pid_m * K_TILES + pid_k
         row_tiles = tile_ptr + first_tile
-        for s in gl.static_range(AHEAD):
-            s_start, s_end = _tile_bounds(row_tiles, first_tile, capacity_fours, s, steps, SPLIT_K, FIXED)
-            _fetch_entries(ring, ent_ptr, s, s_start, s_end, e_layout, CHUNK, num_warps)
         start, end = _tile_bounds(row_tiles, first_tile, capacity_fours, 0, steps, SPLIT_K, FIXED)
-        far_start, far_end = _tile_bounds(row_tiles, first_tile, capacity_fours, AHEAD, steps, SPLIT_K, FIXED)
+        _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, num_warps)
+        start1, end1 = _tile_bounds(row_tiles, first_tile, capacity_fours, 1, steps, SPLIT_K, FIXED)
+        if AHEAD == 3:
+            _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, num_warps)
+            start2, end2 = _tile_bounds(row_tiles, first_tile, capacity_fours, 2, steps, SPLIT_K, FIXED)
+            _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, num_warps)
+            start3, end3 = _tile_bounds(row_tiles, first_tile, capacity_fours, 3, steps, SPLIT_K, FIXED)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         # The previous step's entries: its slot is cleared where they were stored (no entries at first).
         last = gl.zeros((CHUNK,), gl.int32, e_layout)
@@ -449,11 +450,13 @@ if gluon is not None:
         last_end = start * 0
         gl.thread_barrier()
         for i in range(steps):
-            _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, far_start, far_end, e_layout, CHUNK, num_warps)
-            # Both handed on at the loop's end: by then their loads have had the whole step.
-            far_start, far_end = _tile_bounds(row_tiles, first_tile, capacity_fours, i + AHEAD + 1, steps, SPLIT_K,
-                                              FIXED)
-            next_start, next_end = _tile_bounds(row_tiles, first_tile, capacity_fours, i + 1, steps, SPLIT_K, FIXED)
+            if AHEAD == 3:
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK, num_warps)
+            else:
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, num_warps)
+            # Handed on at the loop's end: by then the load has had the whole step.
+            start_next, end_next = _tile_bounds(row_tiles, first_tile, capacity_fours, i + AHEAD + 1, steps, SPLIT_K,
+                                                FIXED)
             first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, VEC, e_layout, CHUNK)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
@@ -475,7 +478,13 @@ if gluon is not None:
             gl.thread_barrier()
             _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
             last, last_start, last_end = first, start, end
-            start, end = next_start, next_end
+            start, end = start1, end1
+            if AHEAD == 3:
+                start1, end1 = start2, end2
+                start2, end2 = start3, end3
+                start3, end3 = start_next, end_next
+            else:
+                start1, end1 = start_next, end_next
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))

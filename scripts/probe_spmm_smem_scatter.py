@@ -43,9 +43,6 @@ spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scat
 # PROBE_LAYOUTS: time each config on A's lists padded to one capacity ("fixed": bounds computed), on
 # lists of their own lengths ("listed": bounds read from tile_ptr), or both; unset, the library's choice.
 LAYOUTS = [v for v in os.environ.get("PROBE_LAYOUTS", "").split(",") if v]
-# PROBE_RING_STAGES: the entries' ring depths to choose from (the most that fits), e.g. 4,2.
-spmm_scatter.RING_STAGES = tuple(int(v) for v in os.environ.get("PROBE_RING_STAGES", "").split(",") if v) \
-    or spmm_scatter.RING_STAGES
 # PROBE_MORE_STAGES: X stages to allow beyond the library's STAGES (e.g. 5,6), where shared memory has room.
 for _more in (int(v) for v in os.environ.get("PROBE_MORE_STAGES", "").split(",") if v):
     spmm_scatter.STAGES = {bm: tuple(sorted({*stages, _more})) for bm, stages in spmm_scatter.STAGES.items()}
