@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 
 os.environ["TRITON_INTERPRET"] = "0"
@@ -34,6 +32,7 @@ import triton  # noqa: E402
 if not triton.__version__.startswith("3.6"):
     sys.exit(f"probe_swap_operands: written for Triton 3.6's Gluon, found {triton.__version__}")
 
+from sass_stats import sass_of  # noqa: E402  (scripts/ is on the path: run as a script)
 from stuning.kernels.semi24_hopper import nvmma_layout  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.experimental import gluon  # noqa: E402
@@ -83,18 +82,12 @@ def compile_config(nx: int, bm: int, bk: int, num_warps: int = 4) -> dict:
     aligned = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in ("xt_ptr", "y_ptr", "M", "stride_xn")}
     src = GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in consts.items()}, aligned)
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"])
-        f.flush()
-        sass = subprocess.run([f"{tools}/cuobjdump", "-sass", f.name], capture_output=True, text=True, check=True)
-        usage = subprocess.run([f"{tools}/cuobjdump", "--dump-resource-usage", f.name], capture_output=True,
-                               text=True, check=True)
-    ops = Counter(m.group(1) for m in re.finditer(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass.stdout))
-    return {"config": f"NX={nx} BM={bm} BK={bk}", "registers": int(re.search(r"REG:(\d+)", usage.stdout).group(1)),
+    sass, usage = sass_of(kernel)
+    ops = Counter(m.group(1) for m in re.finditer(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass))
+    return {"config": f"NX={nx} BM={bm} BK={bk}", "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "shared_bytes": kernel.metadata.shared,
             "ops": {op: n for op, n in sorted(ops.items()) if op.startswith(("LDG", "HGMMA", "LDS", "STS", "LDSM"))},
-            "mma": sorted({line.split("*/")[1].strip().split(";")[0] for line in sass.stdout.splitlines()
+            "mma": sorted({line.split("*/")[1].strip().split(";")[0] for line in sass.splitlines()
                            if "HGMMA" in line})[:1]}
 
 
