@@ -251,8 +251,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
-        FIXED=tiles.capacity > 0, X_T=transposed, BAR_OFFSET=a_bytes + x_bytes, HAS_BIAS=bias is not None,
-        SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
+        FIXED=tiles.capacity > 0, X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
         num_warps=config.num_warps,
     )
     used = kernel.metadata.shared
@@ -374,53 +373,11 @@ if gluon is not None:
             _store_entries(entries & -65536, start + gl.arange(0, CHUNK, layout=e_layout) < end, slot_byte)
 
     @gluon.jit
-    def _one_per_thread(value, num_warps: gl.constexpr):
-        """``value`` as a tensor that gives each thread one element: inline PTX on it runs once a thread."""
-        return gl.full([32 * num_warps], 0, gl.int32, gl.BlockedLayout([1], [32], [num_warps], [0])) + value
-
-    @gluon.jit
-    def _expect_x(bar_byte, pred, NBYTES: gl.constexpr, num_warps: gl.constexpr):
-        """Thread 0 arrives on the mbarrier at byte ``bar_byte`` of the kernel's shared memory, expecting
-        NBYTES from TMA, where ``pred`` holds. Inline PTX: Triton's barrier analysis cannot tell the
-        stages of ``bars`` apart and put a CTA barrier between this and the copy, and another before
-        the next wait; the copy may land before the expect (the transaction count goes below zero and
-        the phase cannot complete until the arrival)."""
-        gl.inline_asm_elementwise("""{
-            .reg .pred p;
-            .reg .u32 a, t;
-            mov.u32 t, %tid.x;
-            setp.eq.u32 p, t, 0;
-            setp.ne.and.s32 p, $2, 0, p;
-            mov.u32 a, global_smem;
-            add.u32 a, a, $1;
-            @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [a], $3;
-            mov.u32 $0, 0;
-            }""", "=r,r,r,r", [_one_per_thread(bar_byte, num_warps), _one_per_thread(pred.to(gl.int32), num_warps),
-                               _one_per_thread(NBYTES, num_warps)], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _wait_x(bar_byte, phase, num_warps: gl.constexpr):
-        """Wait for ``phase`` of the mbarrier at byte ``bar_byte`` of the kernel's shared memory (as
-        ``_expect_x``, in PTX so that no CTA barrier comes with it)."""
-        gl.inline_asm_elementwise("""{
-            .reg .pred complete;
-            .reg .u32 a;
-            mov.u32 a, global_smem;
-            add.u32 a, a, $1;
-            waitLoop:
-            mbarrier.try_wait.parity.shared::cta.b64 complete, [a], $2;
-            @!complete bra.uni waitLoop;
-            mov.u32 $0, 0;
-            }""", "=r,r,r", [_one_per_thread(bar_byte, num_warps), _one_per_thread(phase, num_warps)],
-                                  dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
     def _load_x(x_desc, bars, x_smem, step, pid_k, pid_n, steps, SPLIT_K: gl.constexpr, BK: gl.constexpr,
-                BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr, BAR_OFFSET: gl.constexpr,
-                num_warps: gl.constexpr):
+                BN: gl.constexpr, STAGES: gl.constexpr, X_T: gl.constexpr):
         stage = step % STAGES
         k0 = (pid_k + step * SPLIT_K) * BK
-        _expect_x(BAR_OFFSET + 8 * stage, step < steps, BK * BN * 2, num_warps)
+        mbarrier.expect(bars.index(stage), BK * BN * 2, pred=step < steps)
         coord = [pid_n * BN, k0] if X_T else [k0, pid_n * BN]
         tma.async_copy_global_to_shared(x_desc, coord, bars.index(stage), x_smem.index(stage), pred=step < steps)
 
@@ -433,7 +390,7 @@ if gluon is not None:
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, FIXED: gl.constexpr,
-        X_T: gl.constexpr, BAR_OFFSET: gl.constexpr,
+        X_T: gl.constexpr,
         HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
@@ -469,7 +426,7 @@ if gluon is not None:
             mbarrier.init(bars.index(s), count=1)
         steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
         for s in gl.static_range(STAGES - LAG):
-            _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T, BAR_OFFSET, num_warps)
+            _load_x(x_desc, bars, x_smem, s, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
 
         # Each thread copies the entries it later reads itself, so only its own cp.async groups are
         # waited for, never a barrier. Entries come cold from DRAM, and a register loaded ahead
@@ -502,7 +459,7 @@ if gluon is not None:
                                                 FIXED)
             first = _ring_entries(A_OFFSET + SLOTS * A_BYTES + (i % RING) * (CHUNK * 4), AHEAD, VEC, e_layout, CHUNK)
             _scatter(first, ent_ptr, start, end, A_OFFSET + (i % SLOTS) * A_BYTES, e_layout, CHUNK)
-            _wait_x(BAR_OFFSET + 8 * (i % STAGES), (i // STAGES) & 1, num_warps)
+            mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
             fence_async_shared()
             gl.thread_barrier()
             x_tile = x_smem.index(i % STAGES)
@@ -519,8 +476,7 @@ if gluon is not None:
             # The next step stores into the slot just cleared (SLOTS = 2), and with two warpgroups
             # into rows whose MMA only the other warpgroup has waited for.
             gl.thread_barrier()
-            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T,
-                    BAR_OFFSET, num_warps)
+            _load_x(x_desc, bars, x_smem, i + STAGES - LAG, pid_k, pid_n, steps, SPLIT_K, BK, BN, STAGES, X_T)
             last, last_start, last_end = first, start, end
             start, end = start1, end1
             if AHEAD == 3:
