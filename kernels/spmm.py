@@ -174,8 +174,8 @@ class SpMMConfig:
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"SpMMConfig: unknown kernel {self.kernel!r}; use one of {KERNELS}")
-        if self.prefetch and self.kernel == "scatter":
-            raise ValueError("SpMMConfig: prefetch is a gather-kernel option (csr, sell); the scatter kernel has none")
+        if self.prefetch and self.kernel != "csr":
+            raise ValueError(f"SpMMConfig: prefetch is a CSR-kernel option; kernel {self.kernel!r} has none")
         if self.split_k != 1 and self.kernel != "scatter":
             raise ValueError(f"SpMMConfig: split_k is a scatter-kernel option; kernel {self.kernel!r} has none")
 

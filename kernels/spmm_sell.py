@@ -67,7 +67,6 @@ def _spmm_sell_kernel(
     HAS_BIAS: tl.constexpr,
     FIXED: tl.constexpr,
     CUT: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     pid_s = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -94,22 +93,21 @@ def _spmm_sell_kernel(
     # Partial sums per (row, step slot): the reduction over the step axis crosses threads
     # (shuffles and shared memory), so it runs once after the loop, not every step.
     acc = tl.zeros((SLICE_ROWS, STEP, BLOCK_N), dtype=tl.float32)
-    if PREFETCH:
-        # As the CSR kernel's: the next step's indices and values are loaded before this step's
-        # gather waits, so a step costs one memory latency, not two.
-        cols, vals = _load_slice_step(col_ptr, val_ptr, start, slot, 0, length, SLICE_ROWS, STEP, OFFSETS_32, True)
-        for step in range(0, length, STEP):
-            b = _gather_rows(b_ptr, cols, offs_n, n_ok, stride_bk, stride_bn, EVEN_N)
-            cols, vals_next = _load_slice_step(col_ptr, val_ptr, start, slot, step + STEP, length, SLICE_ROWS,
-                                               STEP, OFFSETS_32, True)
-            acc += vals * b.to(tl.float32)
-            vals = vals_next
-    else:
-        for step in range(0, length, STEP):
-            cols, vals = _load_slice_step(col_ptr, val_ptr, start, slot, step, length, SLICE_ROWS, STEP, OFFSETS_32,
-                                          False)
-            b = _gather_rows(b_ptr, cols, offs_n, n_ok, stride_bk, stride_bn, EVEN_N)
-            acc += vals * b.to(tl.float32)
+    for step in range(0, length, STEP):
+        # Column-major slice: entry j of slot r at start + j * SLICE_ROWS + r, a contiguous block.
+        # Indexed (rows, step, 1), in the gather's shape: the indices then reach the gather's layout
+        # as 32-bit words through shared memory, with no int16 pairs to unpack (8 PRMTs a step
+        # fewer on 32x4x32 in sm_90a SASS; 12% faster at N = 128 on the H200, BENCHMARKS.md 7o).
+        idx = start + (step + tl.arange(0, STEP))[None, :, None] * SLICE_ROWS + slot[:, None, None]
+        cols = b_row_index(tl.load(col_ptr + idx), OFFSETS_32)
+        # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
+        vals = tl.load(val_ptr + idx).to(tl.float32)
+        b_ptrs = b_ptr + (cols * stride_bk + offs_n[None, None, :] * stride_bn)
+        if EVEN_N:
+            b = tl.load(b_ptrs)
+        else:
+            b = tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
+        acc += vals * b.to(tl.float32)
 
     y = tl.sum(acc, axis=1)
     store = rows >= 0
@@ -127,38 +125,6 @@ def _spmm_sell_kernel(
     else:
         mask = store[:, None] & n_ok[None, :]
     tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _load_slice_step(col_ptr, val_ptr, start, slot, step, length, SLICE_ROWS: tl.constexpr, STEP: tl.constexpr,
-                     OFFSETS_32: tl.constexpr, MASKED: tl.constexpr):
-    """Column indices (as B's rows) and values (upcast to fp32) of the slice's entries ``step ..
-    step + STEP`` as (SLICE_ROWS, STEP, 1) tiles. ``MASKED`` (a prefetch, which may run past the
-    last step): past the slice's length nothing is read and zeros come back."""
-    # Column-major slice: entry j of slot r at start + j * SLICE_ROWS + r, a contiguous block.
-    # Indexed (rows, step, 1), in the gather's shape: the indices then reach the gather's layout
-    # as 32-bit words through shared memory, with no int16 pairs to unpack (8 PRMTs a step
-    # fewer on 32x4x32 in sm_90a SASS; 12% faster at N = 128 on the H200, BENCHMARKS.md 7o).
-    entry = (step + tl.arange(0, STEP))[None, :, None]
-    idx = start + entry * SLICE_ROWS + slot[:, None, None]
-    # Upcast right after loading: fp32 accumulation, and the interpreter's bf16 math is wrong.
-    if MASKED:
-        ok = entry < length  # a slice's length is a multiple of STEP: the whole step or none of it
-        cols = tl.load(col_ptr + idx, mask=ok, other=0)
-        vals = tl.load(val_ptr + idx, mask=ok, other=0.0).to(tl.float32)
-    else:
-        cols = tl.load(col_ptr + idx)
-        vals = tl.load(val_ptr + idx).to(tl.float32)
-    return b_row_index(cols, OFFSETS_32), vals
-
-
-@triton.jit
-def _gather_rows(b_ptr, cols, offs_n, n_ok, stride_bk, stride_bn, EVEN_N: tl.constexpr):
-    """The rows of B a step's entries name, as a (SLICE_ROWS, STEP, BLOCK_N) tile."""
-    b_ptrs = b_ptr + (cols * stride_bk + offs_n[None, None, :] * stride_bn)
-    if EVEN_N:
-        return tl.load(b_ptrs)
-    return tl.load(b_ptrs, mask=n_ok[None, None, :], other=0.0)
 
 
 def spmm_sell(
@@ -227,7 +193,6 @@ def spmm_sell(
         HAS_BIAS=bias is not None,
         FIXED=capacity > 0,
         CUT=cut,
-        PREFETCH=config.prefetch,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )

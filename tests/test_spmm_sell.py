@@ -85,21 +85,6 @@ def test_slices_of_one_capacity_and_listed(gen, device, monkeypatch, dtype, tol,
         assert_close(stuning.spmm(a, b.to(device), config=cfg, out=out), spmm_ref(dense, b), tol, str(cfg))
 
 
-@pytest.mark.parametrize("rows,step", [(2, 8), (8, 16), (1, 64)])
-@pytest.mark.parametrize("slack", [0.0, float("inf")], ids=["listed", "fixed"])
-@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
-def test_prefetching_loop(gen, device, monkeypatch, dtype, tol, rows, step, slack):
-    # The next step's entries are loaded before this step's gather: the last prefetch runs past the
-    # slice (masked), empty rows take none, and the sum matches the plain loop's to the bit.
-    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", slack)
-    dense = skewed_sparse(M, 70, 20, dtype, gen, cv=0.7, empty_rows=4)
-    b = randn(70, 21, dtype=dtype, gen=gen)
-    cfg = dataclasses.replace(SELL, rows=rows, nnz_step=step, block_n=16, prefetch=True)
-    y = run(dense, b, cfg, device)
-    assert_close(y, spmm_ref(dense, b), tol, str(cfg))
-    assert torch.equal(y, run(dense, b, dataclasses.replace(cfg, prefetch=False), device))
-
-
 def test_sorted_matches_unsorted_and_csr(gen, device):
     # A whole row is reduced in the same steps whatever slice holds it (padding only adds zeros): the
     # sorted and unsorted slicings give identical bits where no row is cut (slices of 16); cut rows
