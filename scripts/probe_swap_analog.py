@@ -1,0 +1,180 @@
+"""Dense analogs of the scatter kernel's step, the way it runs today and with its operands swapped.
+
+BENCHMARKS.md 8t: the scatter kernel's time per step hardly moves with the entries it scatters
+(4096 x 4096, N = 128, its pick 64x128x128 on two splits: 15.0 / 14.2 / 13.8 us at 90 / 95 / 98%
+zeros, 820 / 410 / 164 entries a tile), so what a step costs is its fixed path: X's tile through
+shared memory (TMA writes it, the MMA reads it) and the MMA. These kernels keep that path and drop
+the scatter: A's (BM x BK) tile comes by TMA from a small matrix every band shares (so it stays in
+L2, as a scattered tile costs no DRAM), and the grid, steps and splits are the scatter kernel's.
+
+- ``ax``: today's step. A's tile and X's (BK x N) tile by TMA into shared memory, STAGES deep; one
+  warpgroup's MMA reads both from there (A as its A operand, X as its B operand).
+- ``xta``: swapped, Y^T = X^T A^T. A's tile by TMA as before, now the MMA's B operand (a permuted
+  view); X^T (N x BK, K contiguous: a layer's input) by ``gl.load`` from L2 straight into the
+  registers of the MMA's A operand, a step ahead; no shared memory for X. ``num_warps`` 8 splits
+  N between two warpgroups that read the same A tile.
+
+Each split writes its partial product into a slice of its own (no hand-off: only the loop is timed);
+the slices' sum is checked against float64. Cold-L2 CUDA-graph medians, a table last:
+
+    python3 scripts/probe_swap_analog.py          # on an sm_90 GPU with Triton 3.6
+    PROBE_SHAPES=4096x4096,11008x4096 PROBE_SPLITS=2 PROBE_KINDS=ax:4,xta:4,xta:8 python3 scripts/probe_swap_analog.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import torch
+from probe_harness import check_close, probe_time_us, write_results
+from stuning.kernels.semi24_hopper import nvmma_layout
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+A_ROWS = 256  # rows of the shared A: 2 MB at K = 4096, resident in L2
+
+
+@gluon.jit
+def _ax_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constexpr, BM: gl.constexpr,
+               BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    pid_m = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, BN, 16])
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
+    a_row = (pid_m * BM) % A_ROWS
+    for s in gl.static_range(STAGES - 1):
+        k0 = (pid_k + s * SPLIT_K) * BK
+        mbarrier.expect(bars.index(s), (BM + BN) * BK * 2, pred=s < steps)
+        tma.async_copy_global_to_shared(a_desc, [a_row, k0], bars.index(s), a_smem.index(s), pred=s < steps)
+        tma.async_copy_global_to_shared(x_desc, [k0, 0], bars.index(s), x_smem.index(s), pred=s < steps)
+    acc = gl.zeros((BM, BN), gl.float32, acc_layout)
+    for i in range(steps):
+        stage = i % STAGES
+        mbarrier.wait(bars.index(stage), (i // STAGES) & 1)
+        acc = warpgroup_mma(a_smem.index(stage), x_smem.index(stage), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        # Step i - 1's MMA is done: its stage takes step i + STAGES - 1.
+        nxt = i + STAGES - 1
+        ns = nxt % STAGES
+        k0 = (pid_k + nxt * SPLIT_K) * BK
+        mbarrier.expect(bars.index(ns), (BM + BN) * BK * 2, pred=nxt < steps)
+        tma.async_copy_global_to_shared(a_desc, [a_row, k0], bars.index(ns), a_smem.index(ns), pred=nxt < steps)
+        tma.async_copy_global_to_shared(x_desc, [k0, 0], bars.index(ns), x_smem.index(ns), pred=nxt < steps)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
+    offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    ptrs = y_ptr + pid_k * M * N + offs_m[:, None] * N + offs_n[None, :]
+    gl.store(ptrs, acc)
+
+
+@gluon.jit
+def _xta_kernel(a_desc, xt_ptr, y_ptr, M, N, K_TILES, A_ROWS, stride_xn, SPLIT_K: gl.constexpr, BM: gl.constexpr,
+                BK: gl.constexpr, NX: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    pid_m = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, BM, 16])
+    xt_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
+    a_row = (pid_m * BM) % A_ROWS
+    for s in gl.static_range(STAGES - 1):
+        mbarrier.expect(bars.index(s), BM * BK * 2, pred=s < steps)
+        tma.async_copy_global_to_shared(a_desc, [a_row, (pid_k + s * SPLIT_K) * BK], bars.index(s), a_smem.index(s),
+                                        pred=s < steps)
+    offs_n = gl.arange(0, NX, layout=gl.SliceLayout(1, xt_layout))
+    offs_k = gl.arange(0, BK, layout=gl.SliceLayout(0, xt_layout))
+    xt_ptrs = xt_ptr + offs_n[:, None] * stride_xn + offs_k[None, :]
+    last_k = (K_TILES - 1) * BK
+    xt = gl.load(xt_ptrs + pid_k * BK)
+    acc = gl.zeros((NX, BM), gl.float32, acc_layout)
+    for i in range(steps):
+        stage = i % STAGES
+        # X^T for the next step, clamped to the last tile (a load past it would fault); unused then.
+        xt_next = gl.load(xt_ptrs + gl.minimum((pid_k + (i + 1) * SPLIT_K) * BK, last_k))
+        mbarrier.wait(bars.index(stage), (i // STAGES) & 1)
+        acc = warpgroup_mma(xt, a_smem.index(stage).permute((1, 0)), acc, is_async=True)
+        # X^T's registers are the MMA's operand until it completes.
+        acc, xt = warpgroup_mma_wait(num_outstanding=0, deps=(acc, xt))
+        # The refill below takes stage (i - 1) % STAGES: every warpgroup's MMA of step i - 1 has read it.
+        gl.thread_barrier()
+        nxt = i + STAGES - 1
+        ns = nxt % STAGES
+        mbarrier.expect(bars.index(ns), BM * BK * 2, pred=nxt < steps)
+        tma.async_copy_global_to_shared(a_desc, [a_row, (pid_k + nxt * SPLIT_K) * BK], bars.index(ns),
+                                        a_smem.index(ns), pred=nxt < steps)
+        xt = xt_next
+    offs_yn = gl.arange(0, NX, layout=gl.SliceLayout(1, acc_layout))
+    offs_ym = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, acc_layout))
+    ptrs = y_ptr + pid_k * M * N + offs_ym[None, :] * N + offs_yn[:, None]
+    gl.store(ptrs, acc)
+
+
+def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, split: int, stages: int,
+             bm: int = 64, bk: int = 128):
+    """A callable that launches one analog and returns its slices' sum (fp32, M x N)."""
+    k, n = x.shape
+    y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
+    a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
+    grid = (m // bm, split)
+    if kind == "ax":
+        x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
+
+        def launch():
+            _ax_kernel[grid](a_desc, x_desc, y, m, n, k // bk, A_ROWS, SPLIT_K=split, BM=bm, BK=bk, BN=n,
+                             STAGES=stages, num_warps=warps)
+    else:
+        xt = x.t().contiguous()
+
+        def launch():
+            _xta_kernel[grid](a_desc, xt, y, m, n, k // bk, A_ROWS, xt.stride(0), SPLIT_K=split, BM=bm, BK=bk, NX=n,
+                              STAGES=stages, num_warps=warps)
+    return launch, y
+
+
+def main() -> None:
+    shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ.get("PROBE_SHAPES", "4096x4096").split(",")]
+    splits = [int(v) for v in os.environ.get("PROBE_SPLITS", "2").split(",")]
+    kinds = [(s.split(":")[0], int(s.split(":")[1]))
+             for s in os.environ.get("PROBE_KINDS", "ax:4,xta:4,xta:8").split(",")]
+    stages_list = [int(v) for v in os.environ.get("PROBE_STAGES", "3,4").split(",")]
+    n = int(os.environ.get("PROBE_N", "128"))
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for (m, k), split in itertools.product(shapes, splits):
+        a = torch.randn(A_ROWS, k, generator=gen).half().cuda()
+        x = torch.randn(k, n, generator=gen).half().cuda()
+        ref = a.double()[torch.arange(m) % A_ROWS] @ x.double()
+        dense_w = a[torch.arange(m, device="cuda") % A_ROWS].contiguous()
+        cublas_us = probe_time_us(lambda w=dense_w, x=x: w @ x, False)
+        for (kind, warps), stages in itertools.product(kinds, stages_list):
+            label = f"{kind}:{warps}w:{stages}st"
+            try:
+                launch, y = run_kind(kind, warps, a, x, m, split, stages)
+                launch()
+                check_close(y.sum(0), ref, f"{m}x{k} {label}")
+                us = probe_time_us(launch, False)
+            except Exception as e:  # noqa: BLE001 - a config that fails to compile or check is a result
+                us, err = float("nan"), f"{type(e).__name__}: {str(e)[:200]}"
+                print(f"{m}x{k} split {split} {label}: {err}", flush=True)
+            rows.append({"m": m, "k": k, "n": n, "split": split, "kind": label, "us": us, "cublas_us": cublas_us})
+            write_results(rows, "swap-analog.json")
+    print(f"{'shape':>11} {'split':>5} {'analog':>14} {'us':>7} {'cuBLAS':>7}")
+    for r in rows:
+        print(f"{r['m']}x{r['k']:<6} {r['split']:>5} {r['kind']:>14} {r['us']:>7.2f} {r['cublas_us']:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
