@@ -9,6 +9,9 @@ L2, as a scattered tile costs no DRAM), and the grid, steps and splits are the s
 
 - ``ax``: today's step. A's tile and X's (BK x N) tile by TMA into shared memory, STAGES deep; one
   warpgroup's MMA reads both from there (A as its A operand, X as its B operand).
+- ``ax-xonce`` / ``ax-aonce``: ``ax`` with X's (or A's) stages filled once before the loop and
+  read again every step: the same MMAs and shared-memory reads, that operand's L2 traffic gone.
+- ``ax128``: ``ax`` on 128-row tiles (two warpgroups, one X tile): half X's traffic a row.
 - ``xta``: swapped, Y^T = X^T A^T. A's tile by TMA as before, now the MMA's B operand (a permuted
   view); X^T (N x BK, K contiguous: a layer's input) by ``gl.load`` from L2 straight into the
   registers of the MMA's A operand, a step ahead; no shared memory for X. ``num_warps`` 8 splits
@@ -38,8 +41,24 @@ A_ROWS = 256  # rows of the shared A: 2 MB at K = 4096, resident in L2
 
 
 @gluon.jit
+def _ax_load(a_desc, x_desc, bars, a_smem, x_smem, step, steps, a_row, pid_k, SPLIT_K: gl.constexpr, BM: gl.constexpr,
+             BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, FIXED: gl.constexpr):
+    """Step ``step``'s tiles into its stage; FIXED 1 (X) or 2 (A): that operand's stages were filled
+    once before the loop and are read again every step (what its traffic from L2 costs)."""
+    stage = step % STAGES
+    k0 = (pid_k + step * SPLIT_K) * BK
+    nbytes: gl.constexpr = (BN * BK * 2 if FIXED == 2 else 0) + (BM * BK * 2 if FIXED == 1 else 0) + (
+        (BM + BN) * BK * 2 if FIXED == 0 else 0)
+    mbarrier.expect(bars.index(stage), nbytes, pred=step < steps)
+    if FIXED != 2:
+        tma.async_copy_global_to_shared(a_desc, [a_row, k0], bars.index(stage), a_smem.index(stage), pred=step < steps)
+    if FIXED != 1:
+        tma.async_copy_global_to_shared(x_desc, [k0, 0], bars.index(stage), x_smem.index(stage), pred=step < steps)
+
+
+@gluon.jit
 def _ax_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constexpr, BM: gl.constexpr,
-               BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+               BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, FIXED: gl.constexpr, num_warps: gl.constexpr):
     pid_m = gl.program_id(0)
     pid_k = gl.program_id(1)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -47,15 +66,22 @@ def _ax_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constex
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    once = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
+    mbarrier.init(once, count=1)
     steps = gl.cdiv(K_TILES - pid_k, SPLIT_K)
     a_row = (pid_m * BM) % A_ROWS
+    if FIXED != 0:
+        mbarrier.expect(once, STAGES * (BN if FIXED == 1 else BM) * BK * 2)
+        for s in gl.static_range(STAGES):
+            if FIXED == 1:
+                tma.async_copy_global_to_shared(x_desc, [s * BK, 0], once, x_smem.index(s))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [a_row, s * BK], once, a_smem.index(s))
+        mbarrier.wait(once, 0)
     for s in gl.static_range(STAGES - 1):
-        k0 = (pid_k + s * SPLIT_K) * BK
-        mbarrier.expect(bars.index(s), (BM + BN) * BK * 2, pred=s < steps)
-        tma.async_copy_global_to_shared(a_desc, [a_row, k0], bars.index(s), a_smem.index(s), pred=s < steps)
-        tma.async_copy_global_to_shared(x_desc, [k0, 0], bars.index(s), x_smem.index(s), pred=s < steps)
+        _ax_load(a_desc, x_desc, bars, a_smem, x_smem, s, steps, a_row, pid_k, SPLIT_K, BM, BK, BN, STAGES, FIXED)
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
     for i in range(steps):
         stage = i % STAGES
@@ -63,12 +89,8 @@ def _ax_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constex
         acc = warpgroup_mma(a_smem.index(stage), x_smem.index(stage), acc, is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
         # Step i - 1's MMA is done: its stage takes step i + STAGES - 1.
-        nxt = i + STAGES - 1
-        ns = nxt % STAGES
-        k0 = (pid_k + nxt * SPLIT_K) * BK
-        mbarrier.expect(bars.index(ns), (BM + BN) * BK * 2, pred=nxt < steps)
-        tma.async_copy_global_to_shared(a_desc, [a_row, k0], bars.index(ns), a_smem.index(ns), pred=nxt < steps)
-        tma.async_copy_global_to_shared(x_desc, [k0, 0], bars.index(ns), x_smem.index(ns), pred=nxt < steps)
+        _ax_load(a_desc, x_desc, bars, a_smem, x_smem, i + STAGES - 1, steps, a_row, pid_k, SPLIT_K, BM, BK, BN,
+                 STAGES, FIXED)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
@@ -123,18 +145,18 @@ def _xta_kernel(a_desc, xt_ptr, y_ptr, M, N, K_TILES, A_ROWS, stride_xn, SPLIT_K
 
 
 def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, split: int, stages: int,
-             bm: int = 64, bk: int = 128):
+             bm: int = 64, bk: int = 128, fixed: int = 0):
     """A callable that launches one analog and returns its slices' sum (fp32, M x N)."""
     k, n = x.shape
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
-    if kind == "ax":
+    if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
 
         def launch():
             _ax_kernel[grid](a_desc, x_desc, y, m, n, k // bk, A_ROWS, SPLIT_K=split, BM=bm, BK=bk, BN=n,
-                             STAGES=stages, num_warps=warps)
+                             STAGES=stages, FIXED=fixed, num_warps=warps)
     else:
         xt = x.t().contiguous()
 
@@ -162,9 +184,12 @@ def main() -> None:
         for (kind, warps), stages in itertools.product(kinds, stages_list):
             label = f"{kind}:{warps}w:{stages}st"
             try:
-                launch, y = run_kind(kind, warps, a, x, m, split, stages)
+                fixed = {"ax-xonce": 1, "ax-aonce": 2}.get(kind, 0)
+                bm = 128 if kind == "ax128" else 64
+                launch, y = run_kind(kind, warps, a, x, m, split, stages, bm=bm, fixed=fixed)
                 launch()
-                check_close(y.sum(0), ref, f"{m}x{k} {label}")
+                if not fixed:  # the others multiply the wrong tiles on purpose: a cost, not a product
+                    check_close(y.sum(0), ref, f"{m}x{k} {label}")
                 us = probe_time_us(launch, False)
             except Exception as e:  # noqa: BLE001 - a config that fails to compile or check is a result
                 us, err = float("nan"), f"{type(e).__name__}: {str(e)[:200]}"
