@@ -12,7 +12,8 @@ This compiles a minimal dense form of that step for sm_90a with the ptxas Triton
 ``gl.load`` in the MMA's A-operand layout. It prints each config's registers, shared memory and
 SASS counts. On 2026-11-25 (Triton 3.6): ``HGMMA.64x64x16.F32 R56, R88, gdesc[UR4]`` (A from
 registers), 32 four-byte ``LDG.E`` a thread a 64-wide step and no shared-memory load or store for X.
-Nothing here is timed: the next step is a pipelined kernel on the GPU.
+Nothing here is timed. ``scripts/probe_swap_analog.py`` then timed a pipelined dense form on the H200
+(BENCHMARKS.md 8t): 4x slower than today's step, and dropped.
 
     python3 scripts/probe_swap_operands.py      # with Triton 3.6 installed (the GPU's release)
 """
