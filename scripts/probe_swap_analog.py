@@ -12,6 +12,8 @@ L2, as a scattered tile costs no DRAM), and the grid, steps and splits are the s
 - ``ax-xonce`` / ``ax-aonce``: ``ax`` with X's (or A's) stages filled once before the loop and
   read again every step: the same MMAs and shared-memory reads, that operand's L2 traffic gone.
 - ``ax128``: ``ax`` on 128-row tiles (two warpgroups, one X tile): half X's traffic a row.
+- ``axh``: ``ax`` with the scatter kernel's split-K hand-off (``_finish_tile``: the first split's
+  slice through L2, the last split sums in order), as the library runs two splits.
 - ``xta``: swapped, Y^T = X^T A^T. A's tile by TMA as before, now the MMA's B operand (a permuted
   view); X^T (N x BK, K contiguous: a layer's input) by ``gl.load`` from L2 straight into the
   registers of the MMA's A operand, a step ahead; no shared memory for X. ``num_warps`` 8 splits
@@ -31,7 +33,8 @@ import os
 
 import torch
 from probe_harness import check_close, probe_time_us, write_results
-from stuning.kernels.semi24_hopper import nvmma_layout
+from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
+from stuning.kernels.split_k import split_k_workspace
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -57,8 +60,26 @@ def _ax_load(a_desc, x_desc, bars, a_smem, x_smem, step, steps, a_row, pid_k, SP
 
 
 @gluon.jit
-def _ax_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constexpr, BM: gl.constexpr,
-               BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, FIXED: gl.constexpr, num_warps: gl.constexpr):
+def _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, SPLIT_K: gl.constexpr,
+              BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, FIXED: gl.constexpr):
+    """The pipeline: STAGES - 1 steps ahead, the MMA of each step left in flight over the next."""
+    for s in gl.static_range(STAGES - 1):
+        _ax_load(a_desc, x_desc, bars, a_smem, x_smem, s, steps, a_row, pid_k, SPLIT_K, BM, BK, BN, STAGES, FIXED)
+    for i in range(steps):
+        stage = i % STAGES
+        mbarrier.wait(bars.index(stage), (i // STAGES) & 1)
+        acc = warpgroup_mma(a_smem.index(stage), x_smem.index(stage), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        # Step i - 1's MMA is done: its stage takes step i + STAGES - 1.
+        _ax_load(a_desc, x_desc, bars, a_smem, x_smem, i + STAGES - 1, steps, a_row, pid_k, SPLIT_K, BM, BK, BN,
+                 STAGES, FIXED)
+    return warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+
+
+@gluon.jit
+def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constexpr,
+               BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, FIXED: gl.constexpr,
+               HANDOFF: gl.constexpr, num_warps: gl.constexpr):
     pid_m = gl.program_id(0)
     pid_k = gl.program_id(1)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -80,22 +101,17 @@ def _ax_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, SPLIT_K: gl.constex
             else:
                 tma.async_copy_global_to_shared(a_desc, [a_row, s * BK], once, a_smem.index(s))
         mbarrier.wait(once, 0)
-    for s in gl.static_range(STAGES - 1):
-        _ax_load(a_desc, x_desc, bars, a_smem, x_smem, s, steps, a_row, pid_k, SPLIT_K, BM, BK, BN, STAGES, FIXED)
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
-    for i in range(steps):
-        stage = i % STAGES
-        mbarrier.wait(bars.index(stage), (i // STAGES) & 1)
-        acc = warpgroup_mma(a_smem.index(stage), x_smem.index(stage), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-        # Step i - 1's MMA is done: its stage takes step i + STAGES - 1.
-        _ax_load(a_desc, x_desc, bars, a_smem, x_smem, i + STAGES - 1, steps, a_row, pid_k, SPLIT_K, BM, BK, BN,
-                 STAGES, FIXED)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, SPLIT_K, BM, BK, BN, STAGES, FIXED)
     offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
     ptrs = y_ptr + pid_k * M * N + offs_m[:, None] * N + offs_n[None, :]
-    gl.store(ptrs, acc)
+    if HANDOFF:
+        # The scatter kernel's hand-off: the first split's slice through L2, the last one sums in order.
+        _finish_tile(acc, out_ptr, out_ptr, ptrs - pid_k * M * N, count_ptr + pid_m, offs_m, offs_n, M, N, N, 1,
+                     SPLIT_K, False, pid_k, M * N, True, ORDERED=True)
+    else:
+        gl.store(ptrs, acc)
 
 
 @gluon.jit
@@ -146,24 +162,28 @@ def _xta_kernel(a_desc, xt_ptr, y_ptr, M, N, K_TILES, A_ROWS, stride_xn, SPLIT_K
 
 def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, split: int, stages: int,
              bm: int = 64, bk: int = 128, fixed: int = 0):
-    """A callable that launches one analog and returns its slices' sum (fp32, M x N)."""
+    """A callable that launches one analog, and one that returns its product (fp32, M x N)."""
     k, n = x.shape
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
+        handoff = kind == "axh"
+        out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+        partial, counts = split_k_workspace(x.device, split * m * n, m // bm, zeroed=False)
 
         def launch():
-            _ax_kernel[grid](a_desc, x_desc, y, m, n, k // bk, A_ROWS, SPLIT_K=split, BM=bm, BK=bk, BN=n,
-                             STAGES=stages, FIXED=fixed, num_warps=warps)
-    else:
-        xt = x.t().contiguous()
+            _ax_kernel[grid](a_desc, x_desc, partial if handoff else y, out, counts, m, n, k // bk, A_ROWS,
+                             SPLIT_K=split, BM=bm, BK=bk, BN=n, STAGES=stages, FIXED=fixed, HANDOFF=handoff,
+                             num_warps=warps)
+        return launch, (lambda: out.float()) if handoff else (lambda: y.sum(0))
+    xt = x.t().contiguous()
 
-        def launch():
-            _xta_kernel[grid](a_desc, xt, y, m, n, k // bk, A_ROWS, xt.stride(0), SPLIT_K=split, BM=bm, BK=bk, NX=n,
-                              STAGES=stages, num_warps=warps)
-    return launch, y
+    def launch():
+        _xta_kernel[grid](a_desc, xt, y, m, n, k // bk, A_ROWS, xt.stride(0), SPLIT_K=split, BM=bm, BK=bk, NX=n,
+                          STAGES=stages, num_warps=warps)
+    return launch, lambda: y.sum(0)
 
 
 def main() -> None:
@@ -186,10 +206,10 @@ def main() -> None:
             try:
                 fixed = {"ax-xonce": 1, "ax-aonce": 2}.get(kind, 0)
                 bm = 128 if kind == "ax128" else 64
-                launch, y = run_kind(kind, warps, a, x, m, split, stages, bm=bm, fixed=fixed)
+                launch, product = run_kind(kind, warps, a, x, m, split, stages, bm=bm, fixed=fixed)
                 launch()
                 if not fixed:  # the others multiply the wrong tiles on purpose: a cost, not a product
-                    check_close(y.sum(0), ref, f"{m}x{k} {label}")
+                    check_close(product(), ref, f"{m}x{k} {label}")
                 us = probe_time_us(launch, False)
             except Exception as e:  # noqa: BLE001 - a config that fails to compile or check is a result
                 us, err = float("nan"), f"{type(e).__name__}: {str(e)[:200]}"
