@@ -19,8 +19,9 @@ L2, as a scattered tile costs no DRAM), and the grid, steps and splits are the s
   registers of the MMA's A operand, a step ahead; no shared memory for X. ``num_warps`` 8 splits
   N between two warpgroups that read the same A tile.
 
-Each split writes its partial product into a slice of its own (no hand-off: only the loop is timed);
-the slices' sum is checked against float64. Cold-L2 CUDA-graph medians, a table last:
+Each split writes its partial product into a slice of its own (no hand-off, except ``axh``: the loop
+alone is timed), and the product is checked against float64 (not ``ax-xonce`` / ``ax-aonce``, which
+multiply the wrong tiles on purpose). Cold-L2 CUDA-graph medians, a table last:
 
     python3 scripts/probe_swap_analog.py          # on an sm_90 GPU with Triton 3.6
     PROBE_SHAPES=4096x4096,11008x4096 PROBE_SPLITS=2 PROBE_KINDS=ax:4,xta:4,xta:8 python3 scripts/probe_swap_analog.py
