@@ -51,8 +51,7 @@ def _ax_load(a_desc, x_desc, bars, a_smem, x_smem, step, steps, a_row, pid_k, SP
     once before the loop and are read again every step (what its traffic from L2 costs)."""
     stage = step % STAGES
     k0 = (pid_k + step * SPLIT_K) * BK
-    nbytes: gl.constexpr = (BN * BK * 2 if FIXED == 2 else 0) + (BM * BK * 2 if FIXED == 1 else 0) + (
-        (BM + BN) * BK * 2 if FIXED == 0 else 0)
+    nbytes: gl.constexpr = (BM * BK * 2 if FIXED != 2 else 0) + (BN * BK * 2 if FIXED != 1 else 0)
     mbarrier.expect(bars.index(stage), nbytes, pred=step < steps)
     if FIXED != 2:
         tma.async_copy_global_to_shared(a_desc, [a_row, k0], bars.index(stage), a_smem.index(stage), pred=step < steps)
