@@ -115,6 +115,70 @@ def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS,
 
 
 @gluon.jit
+def _cluster_rank(one: gl.constexpr, num_warps: gl.constexpr):
+    rank = gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r,r",
+                                     [gl.full([32 * num_warps], 0, gl.int32, one)], dtype=gl.int32, is_pure=True,
+                                     pack=1)
+    return gl.max(rank, axis=0)
+
+
+@gluon.jit
+def _cluster_sync(one: gl.constexpr, num_warps: gl.constexpr):
+    gl.inline_asm_elementwise("""{
+        barrier.cluster.arrive.release.aligned;
+        barrier.cluster.wait.acquire.aligned;
+        mov.u32 $0, 0;
+        }""", "=r,r", [gl.full([32 * num_warps], 0, gl.int32, one)], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
+                STAGES: gl.constexpr, acc_layout: gl.constexpr, one: gl.constexpr, bar_layout: gl.constexpr,
+                num_warps: gl.constexpr):
+    pid_m = gl.program_id(0)
+    pid_k = _cluster_rank(one, num_warps)
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    steps = gl.cdiv(K_TILES - pid_k, 2)
+    a_row = (pid_m * BM) % A_ROWS
+    acc = gl.zeros((BM, BN), gl.float32, acc_layout)
+    acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, 2, BM, BK, BN, STAGES, 0)
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
+    offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+    # The word a thread's element goes to: its register's index, then the thread (the wgmma accumulator:
+    # warp w rows 16w.., lane l row l // 4 (+8), columns 2 (l % 4) (+1) + 8 j), so a warp's store of
+    # one register is 32 consecutive words (no bank conflicts); both ranks hold the same layout.
+    r2 = rows[:, None]
+    c2 = offs_n[None, :]
+    reg = ((c2 // 8) * 2 + (r2 // 8) % 2) * 2 + c2 % 2
+    thread = (r2 // 16) * 32 + (r2 % 8) * 4 + (c2 % 8) // 2
+    byte = (reg * (32 * num_warps) + thread) * 4  # in X's stages: the first allocation, free after the loops
+    _cluster_sync(one, num_warps)  # both loops' MMAs are done: rank 0's X stages are free
+    if pid_k == 1:
+        gl.inline_asm_elementwise("""{
+            .reg .u32 a, r;
+            mov.u32 a, global_smem;
+            add.u32 a, a, $2;
+            mapa.shared::cluster.u32 r, a, 0;
+            st.shared::cluster.f32 [r], $1;
+            mov.u32 $0, 0;
+            }""", "=r,f,r", [acc, byte], dtype=gl.int32, is_pure=False, pack=1)
+    _cluster_sync(one, num_warps)
+    if pid_k == 0:
+        other = gl.inline_asm_elementwise("""{
+            .reg .u32 a;
+            mov.u32 a, global_smem;
+            add.u32 a, a, $1;
+            ld.shared.f32 $0, [a];
+            }""", "=f,r", [byte], dtype=gl.float32, is_pure=False, pack=1)
+        ptrs = y_ptr + (pid_m * BM + rows)[:, None] * N + offs_n[None, :]
+        gl.store(ptrs, (acc + other).to(y_ptr.dtype.element_ty))
+
+
+@gluon.jit
 def _xta_kernel(a_desc, xt_ptr, y_ptr, M, N, K_TILES, A_ROWS, stride_xn, SPLIT_K: gl.constexpr, BM: gl.constexpr,
                 BK: gl.constexpr, NX: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
     pid_m = gl.program_id(0)
@@ -167,6 +231,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
+    if kind == "axc":
+        return _run_axc(warps, a, x, m, stages, bm, bk)
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
@@ -184,6 +250,27 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
         _xta_kernel[grid](a_desc, xt, y, m, n, k // bk, A_ROWS, xt.stride(0), SPLIT_K=split, BM=bm, BK=bk, NX=n,
                           STAGES=stages, num_warps=warps)
     return launch, lambda: y.sum(0)
+
+
+def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int):
+    """``axc``: every layout replicated over the cluster's two CTAs (each holds its own tiles)."""
+    k, n = x.shape
+
+    def desc(t, block):
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), block,
+                                gl.NVMMASharedLayout.get_default_for(block, gl.float16, cga_layout=[[0, 0]]))
+
+    a_desc, x_desc = desc(a, [bm, bk]), desc(x, [bk, n])
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    acc_layout = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, n, 16],
+                                           cga_layout=[[0, 0]])
+    one = gl.BlockedLayout([1], [32], [warps], [0], cga_layout=[[0]])
+
+    def launch():
+        _axc_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
+                                acc_layout=acc_layout, one=one, bar_layout=mbarrier.MBarrierLayout(cga_layout=[[0]]),
+                                num_warps=warps, num_ctas=2)
+    return launch, lambda: out.float()
 
 
 def main() -> None:
