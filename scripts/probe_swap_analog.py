@@ -29,6 +29,7 @@ multiply the wrong tiles on purpose). Cold-L2 CUDA-graph medians, a table last:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 
@@ -115,65 +116,96 @@ def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS,
 
 
 @gluon.jit
-def _cluster_rank(one: gl.constexpr, num_warps: gl.constexpr):
-    rank = gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r,r",
-                                     [gl.full([32 * num_warps], 0, gl.int32, one)], dtype=gl.int32, is_pure=True,
+def _cluster_asm(asm: gl.constexpr, one: gl.constexpr, num_warps: gl.constexpr):
+    """``asm`` (statements, no operands) on every thread: one 32-bit result a thread."""
+    return gl.inline_asm_elementwise("{\n" + asm + "\nmov.u32 $0, %cluster_ctarank;\n}", "=r,r",
+                                     [gl.full([32 * num_warps], 0, gl.int32, one)], dtype=gl.int32, is_pure=False,
                                      pack=1)
-    return gl.max(rank, axis=0)
-
-
-@gluon.jit
-def _cluster_sync(one: gl.constexpr, num_warps: gl.constexpr):
-    gl.inline_asm_elementwise("""{
-        barrier.cluster.arrive.release.aligned;
-        barrier.cluster.wait.acquire.aligned;
-        mov.u32 $0, 0;
-        }""", "=r,r", [gl.full([32 * num_warps], 0, gl.int32, one)], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
 def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
-                STAGES: gl.constexpr, acc_layout: gl.constexpr, one: gl.constexpr, bar_layout: gl.constexpr,
-                num_warps: gl.constexpr):
-    pid_m = gl.program_id(0)
-    pid_k = _cluster_rank(one, num_warps)
+                STAGES: gl.constexpr, ASYNC: gl.constexpr, acc_layout: gl.constexpr, one: gl.constexpr,
+                bar_layout: gl.constexpr, num_warps: gl.constexpr):
+    """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``, every layout replicated over
+    the pair): rank 1's fp32 tile goes into rank 0's shared memory, and rank 0 sums and writes.
+
+    ASYNC False: between two cluster barriers, rank 1 stores into rank 0's X stages (free once the
+    first barrier shows both loops done). ASYNC True: into a stage of its own (X's allocation one
+    stage longer, 2 BM x BN fp32 = BK x BN fp16 at BK = 2 BM) by ``st.async``, whose bytes complete
+    rank 0's mbarrier; the one cluster barrier (arrive after the barriers' init, wait after the
+    loop) only shows that barrier initialised, so no memory fence waits on the way.
+
+    The PTX names shared memory by offset from ``global_smem``: X's allocation first (the largest),
+    then A's, then the mbarriers (what Triton 3.6's allocator does here; a wrong offset fails the
+    float64 check)."""
+    pid_m = gl.program_id(0)  # the cluster's id: one band
+    pid_k = gl.max(_cluster_asm("", one, num_warps), axis=0)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
-    for s in gl.static_range(STAGES):
+    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES + ASYNC, BK, BN], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES + ASYNC, 1], bar_layout)
+    for s in gl.static_range(STAGES + ASYNC):
         mbarrier.init(bars.index(s), count=1)
+    if ASYNC:
+        gl.static_assert(BK == 2 * BM)
+        _cluster_asm("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;", one, num_warps)
+        if pid_k == 0:
+            mbarrier.expect(bars.index(STAGES), BM * BN * 4)
     steps = gl.cdiv(K_TILES - pid_k, 2)
     a_row = (pid_m * BM) % A_ROWS
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
     acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, 2, BM, BK, BN, STAGES, 0)
     rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-    # The word a thread's element goes to: its register's index, then the thread (the wgmma accumulator:
-    # warp w rows 16w.., lane l row l // 4 (+8), columns 2 (l % 4) (+1) + 8 j), so a warp's store of
-    # one register is 32 consecutive words (no bank conflicts); both ranks hold the same layout.
+    # The word a thread's element goes to: four consecutive registers (a wgmma accumulator's lane l,
+    # warp w holds rows 16 w + l // 4 (+8), columns 2 (l % 4) (+1) + 8 j, registers in that order)
+    # side by side, then the thread, so a warp's 16-byte store is 512 consecutive bytes. Both ranks
+    # hold the same layout.
     r2 = rows[:, None]
     c2 = offs_n[None, :]
     reg = ((c2 // 8) * 2 + (r2 // 8) % 2) * 2 + c2 % 2
     thread = (r2 // 16) * 32 + (r2 % 8) * 4 + (c2 % 8) // 2
-    byte = (reg * (32 * num_warps) + thread) * 4  # in X's stages: the first allocation, free after the loops
-    _cluster_sync(one, num_warps)  # both loops' MMAs are done: rank 0's X stages are free
-    if pid_k == 1:
-        gl.inline_asm_elementwise("""{
-            .reg .u32 a, r;
-            mov.u32 a, global_smem;
-            add.u32 a, a, $2;
-            mapa.shared::cluster.u32 r, a, 0;
-            st.shared::cluster.f32 [r], $1;
-            mov.u32 $0, 0;
-            }""", "=r,f,r", [acc, byte], dtype=gl.int32, is_pure=False, pack=1)
-    _cluster_sync(one, num_warps)
+    byte = ((reg // 4) * (128 * num_warps) + thread * 4 + reg % 4) * 4
+    if ASYNC:
+        byte += STAGES * BK * BN * 2  # the extra stage
+        xbar = gl.full([BM, BN], (STAGES + 1) * BK * BN * 2 + STAGES * BM * BK * 2 + STAGES * 8, gl.int32,
+                       acc_layout)
+        _cluster_asm("barrier.cluster.wait.aligned;", one, num_warps)
+        if pid_k == 1:
+            gl.inline_asm_elementwise("""{
+                .reg .u32 a, b;
+                mov.u32 a, global_smem;
+                add.u32 b, a, $12;
+                add.u32 a, a, $8;
+                mapa.shared::cluster.u32 a, a, 0;
+                mapa.shared::cluster.u32 b, b, 0;
+                st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [a], {$4, $5, $6, $7}, [b];
+                mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
+                }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r,r,r,r,r", [acc, byte, xbar], dtype=gl.int32, is_pure=False,
+                pack=4)
+        else:
+            mbarrier.wait(bars.index(STAGES), 0)
+    else:
+        _cluster_asm("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;", one,
+                     num_warps)  # both loops' MMAs are done: rank 0's X stages are free
+        if pid_k == 1:
+            gl.inline_asm_elementwise("""{
+                .reg .u32 a;
+                mov.u32 a, global_smem;
+                add.u32 a, a, $8;
+                mapa.shared::cluster.u32 a, a, 0;
+                st.shared::cluster.v4.f32 [a], {$4, $5, $6, $7};
+                mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
+                }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r", [acc, byte], dtype=gl.int32, is_pure=False, pack=4)
+        _cluster_asm("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;", one,
+                     num_warps)
     if pid_k == 0:
         other = gl.inline_asm_elementwise("""{
             .reg .u32 a;
             mov.u32 a, global_smem;
-            add.u32 a, a, $1;
-            ld.shared.f32 $0, [a];
-            }""", "=f,r", [byte], dtype=gl.float32, is_pure=False, pack=1)
+            add.u32 a, a, $4;
+            ld.shared.v4.f32 {$0, $1, $2, $3}, [a];
+            }""", "=f,=f,=f,=f,r,r,r,r", [byte], dtype=gl.float32, is_pure=False, pack=4)
         ptrs = y_ptr + (pid_m * BM + rows)[:, None] * N + offs_n[None, :]
         gl.store(ptrs, (acc + other).to(y_ptr.dtype.element_ty))
 
@@ -231,8 +263,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
-    if kind == "axc":
-        return _run_axc(warps, a, x, m, stages, bm, bk)
+    if kind in ("axc", "axa"):
+        return _run_axc(warps, a, x, m, stages, bm, bk, kind == "axa")
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
@@ -252,13 +284,14 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     return launch, lambda: y.sum(0)
 
 
-def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int):
+def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, asynchronous: bool):
     """``axc``: every layout replicated over the cluster's two CTAs (each holds its own tiles)."""
     k, n = x.shape
 
     def desc(t, block):
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), block,
-                                gl.NVMMASharedLayout.get_default_for(block, gl.float16, cga_layout=[[0, 0]]))
+        # get_default_for(..., cga_layout=) sizes the swizzle for half the block: the plain one, replicated.
+        layout = dataclasses.replace(nvmma_layout(tuple(block), t.dtype), cga_layout=[[0, 0]])
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
 
     a_desc, x_desc = desc(a, [bm, bk]), desc(x, [bk, n])
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
@@ -268,6 +301,7 @@ def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, 
 
     def launch():
         _axc_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
+                                ASYNC=asynchronous,
                                 acc_layout=acc_layout, one=one, bar_layout=mbarrier.MBarrierLayout(cga_layout=[[0]]),
                                 num_warps=warps, num_ctas=2)
     return launch, lambda: out.float()
