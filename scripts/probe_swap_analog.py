@@ -125,7 +125,8 @@ def _cluster_asm(asm: gl.constexpr, one: gl.constexpr, num_warps: gl.constexpr):
 
 @gluon.jit
 def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
-                STAGES: gl.constexpr, ASYNC: gl.constexpr, acc_layout: gl.constexpr, one: gl.constexpr,
+                STAGES: gl.constexpr, ASYNC: gl.constexpr, HALVES: gl.constexpr, acc_layout: gl.constexpr,
+                one: gl.constexpr,
                 bar_layout: gl.constexpr, num_warps: gl.constexpr):
     """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``, every layout replicated over
     the pair): rank 1's fp32 tile goes into rank 0's shared memory, and rank 0 sums and writes.
@@ -138,7 +139,10 @@ def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
 
     The PTX names shared memory by offset from ``global_smem``: X's allocation first (the largest),
     then A's, then the mbarriers (what Triton 3.6's allocator does here; a wrong offset fails the
-    float64 check)."""
+    float64 check).
+
+    HALVES (with ASYNC): each rank sums half the rows (rank r rows r BM / 2..), so each sends the
+    other half (16 KB at 64 x 128), both ways at once, and writes its half of Y."""
     pid_m = gl.program_id(0)  # the cluster's id: one band
     pid_k = gl.max(_cluster_asm("", one, num_warps), axis=0)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
@@ -149,7 +153,9 @@ def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
     if ASYNC:
         gl.static_assert(BK == 2 * BM)
         _cluster_asm("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;", one, num_warps)
-        if pid_k == 0:
+        if HALVES:
+            mbarrier.expect(bars.index(STAGES), BM * BN * 2)
+        elif pid_k == 0:
             mbarrier.expect(bars.index(STAGES), BM * BN * 4)
     steps = gl.cdiv(K_TILES - pid_k, 2)
     a_row = (pid_m * BM) % A_ROWS
@@ -171,7 +177,36 @@ def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
         xbar = gl.full([BM, BN], (STAGES + 1) * BK * BN * 2 + STAGES * BM * BK * 2 + STAGES * 8, gl.int32,
                        acc_layout)
         _cluster_asm("barrier.cluster.wait.aligned;", one, num_warps)
-        if pid_k == 1:
+        if HALVES:
+            mine = gl.where(r2 // (BM // 2) == pid_k, 1, 0) + gl.zeros([BM, BN], gl.int32, acc_layout)
+            gl.inline_asm_elementwise("""{
+                .reg .u32 a, b, t;
+                .reg .pred p;
+                setp.eq.u32 p, $16, 0;
+                mov.u32 t, %cluster_ctarank;
+                xor.b32 t, t, 1;
+                mov.u32 a, global_smem;
+                add.u32 b, a, $12;
+                add.u32 a, a, $8;
+                mapa.shared::cluster.u32 a, a, t;
+                mapa.shared::cluster.u32 b, b, t;
+                @p st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [a], {$4, $5, $6, $7}, [b];
+                mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
+                }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r,r,r,r,r,r,r,r,r", [acc, byte, xbar, mine], dtype=gl.int32,
+                is_pure=False, pack=4)
+            mbarrier.wait(bars.index(STAGES), 0)
+            other = gl.inline_asm_elementwise("""{
+                .reg .u32 a;
+                .reg .pred p;
+                setp.ne.u32 p, $8, 0;
+                mov.u32 a, global_smem;
+                add.u32 a, a, $4;
+                mov.f32 $0, 0f00000000; mov.f32 $1, 0f00000000; mov.f32 $2, 0f00000000; mov.f32 $3, 0f00000000;
+                @p ld.shared.v4.f32 {$0, $1, $2, $3}, [a];
+                }""", "=f,=f,=f,=f,r,r,r,r,r,r,r,r", [byte, mine], dtype=gl.float32, is_pure=False, pack=4)
+            ptrs = y_ptr + (pid_m * BM + rows)[:, None] * N + offs_n[None, :]
+            gl.store(ptrs, (acc + other).to(y_ptr.dtype.element_ty), mask=mine != 0)
+        elif pid_k == 1:
             gl.inline_asm_elementwise("""{
                 .reg .u32 a, b;
                 mov.u32 a, global_smem;
@@ -199,7 +234,7 @@ def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
                 }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r", [acc, byte], dtype=gl.int32, is_pure=False, pack=4)
         _cluster_asm("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;", one,
                      num_warps)
-    if pid_k == 0:
+    if pid_k == 0 and not HALVES:
         other = gl.inline_asm_elementwise("""{
             .reg .u32 a;
             mov.u32 a, global_smem;
@@ -263,8 +298,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
-    if kind in ("axc", "axa"):
-        return _run_axc(warps, a, x, m, stages, bm, bk, kind == "axa")
+    if kind in ("axc", "axa", "axb"):
+        return _run_axc(warps, a, x, m, stages, bm, bk, kind != "axc", kind == "axb")
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
@@ -284,7 +319,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     return launch, lambda: y.sum(0)
 
 
-def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, asynchronous: bool):
+def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, asynchronous: bool,
+             halves: bool):
     """``axc``: every layout replicated over the cluster's two CTAs (each holds its own tiles)."""
     k, n = x.shape
 
@@ -301,7 +337,7 @@ def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, 
 
     def launch():
         _axc_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
-                                ASYNC=asynchronous,
+                                ASYNC=asynchronous, HALVES=halves,
                                 acc_layout=acc_layout, one=one, bar_layout=mbarrier.MBarrierLayout(cga_layout=[[0]]),
                                 num_warps=warps, num_ctas=2)
     return launch, lambda: out.float()
