@@ -37,6 +37,7 @@ import torch
 from probe_harness import check_close, probe_time_us, write_results
 from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
+from stuning.kernels.split_k_cluster import cluster_rank, exchange_halves, replicated
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -116,133 +117,30 @@ def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS,
 
 
 @gluon.jit
-def _cluster_asm(asm: gl.constexpr, one: gl.constexpr, num_warps: gl.constexpr):
-    """``asm`` (statements, no operands) on every thread: one 32-bit result a thread."""
-    return gl.inline_asm_elementwise("{\n" + asm + "\nmov.u32 $0, %cluster_ctarank;\n}", "=r,r",
-                                     [gl.full([32 * num_warps], 0, gl.int32, one)], dtype=gl.int32, is_pure=False,
-                                     pack=1)
-
-
-@gluon.jit
-def _axc_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
-                STAGES: gl.constexpr, ASYNC: gl.constexpr, HALVES: gl.constexpr, acc_layout: gl.constexpr,
-                one: gl.constexpr,
-                bar_layout: gl.constexpr, num_warps: gl.constexpr):
-    """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``, every layout replicated over
-    the pair): rank 1's fp32 tile goes into rank 0's shared memory, and rank 0 sums and writes.
-
-    ASYNC False: between two cluster barriers, rank 1 stores into rank 0's X stages (free once the
-    first barrier shows both loops done). ASYNC True: into a stage of its own (X's allocation one
-    stage longer, 2 BM x BN fp32 = BK x BN fp16 at BK = 2 BM) by ``st.async``, whose bytes complete
-    rank 0's mbarrier; the one cluster barrier (arrive after the barriers' init, wait after the
-    loop) only shows that barrier initialised, so no memory fence waits on the way.
-
-    The PTX names shared memory by offset from ``global_smem``: X's allocation first (the largest),
-    then A's, then the mbarriers (what Triton 3.6's allocator does here; a wrong offset fails the
-    float64 check).
-
-    HALVES (with ASYNC): each rank sums half the rows (rank r rows r BM / 2..), so each sends the
-    other half (16 KB at 64 x 128), both ways at once, and writes its half of Y."""
+def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
+                STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``), the hand-off by
+    ``split_k_cluster.exchange_halves``: each rank sums and writes half the tile's rows."""
     pid_m = gl.program_id(0)  # the cluster's id: one band
-    pid_k = gl.max(_cluster_asm("", one, num_warps), axis=0)
+    pid_k = cluster_rank(num_warps)
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                         instr_shape=[16, BN, 16], cga_layout=replicated(2, True).value)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES + ASYNC, BK, BN], x_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES + ASYNC, 1], bar_layout)
-    for s in gl.static_range(STAGES + ASYNC):
+    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value))
+    for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
-    if ASYNC:
-        gl.static_assert(BK == 2 * BM)
-        _cluster_asm("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;", one, num_warps)
-        if HALVES:
-            mbarrier.expect(bars.index(STAGES), BM * BN * 2)
-        elif pid_k == 0:
-            mbarrier.expect(bars.index(STAGES), BM * BN * 4)
     steps = gl.cdiv(K_TILES - pid_k, 2)
     a_row = (pid_m * BM) % A_ROWS
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
     acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, 2, BM, BK, BN, STAGES, 0)
-    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
+    # Triton puts the larger of A's and X's buffers first (the scatter kernel's A_OFFSET).
+    X_BYTES: gl.constexpr = STAGES * BK * BN * 2
+    acc, mine = exchange_halves(acc, x_smem, pid_k, 0 if X_BYTES > STAGES * BM * BK * 2 else STAGES * BM * BK * 2,
+                                X_BYTES, BM, BN, num_warps)
+    rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-    # The word a thread's element goes to: four consecutive registers (a wgmma accumulator's lane l,
-    # warp w holds rows 16 w + l // 4 (+8), columns 2 (l % 4) (+1) + 8 j, registers in that order)
-    # side by side, then the thread, so a warp's 16-byte store is 512 consecutive bytes. Both ranks
-    # hold the same layout.
-    r2 = rows[:, None]
-    c2 = offs_n[None, :]
-    reg = ((c2 // 8) * 2 + (r2 // 8) % 2) * 2 + c2 % 2
-    thread = (r2 // 16) * 32 + (r2 % 8) * 4 + (c2 % 8) // 2
-    byte = ((reg // 4) * (128 * num_warps) + thread * 4 + reg % 4) * 4
-    if ASYNC:
-        byte += STAGES * BK * BN * 2  # the extra stage
-        xbar = gl.full([BM, BN], (STAGES + 1) * BK * BN * 2 + STAGES * BM * BK * 2 + STAGES * 8, gl.int32,
-                       acc_layout)
-        _cluster_asm("barrier.cluster.wait.aligned;", one, num_warps)
-        if HALVES:
-            mine = gl.where(r2 // (BM // 2) == pid_k, 1, 0) + gl.zeros([BM, BN], gl.int32, acc_layout)
-            gl.inline_asm_elementwise("""{
-                .reg .u32 a, b, t;
-                .reg .pred p;
-                setp.eq.u32 p, $16, 0;
-                mov.u32 t, %cluster_ctarank;
-                xor.b32 t, t, 1;
-                mov.u32 a, global_smem;
-                add.u32 b, a, $12;
-                add.u32 a, a, $8;
-                mapa.shared::cluster.u32 a, a, t;
-                mapa.shared::cluster.u32 b, b, t;
-                @p st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [a], {$4, $5, $6, $7}, [b];
-                mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
-                }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r,r,r,r,r,r,r,r,r", [acc, byte, xbar, mine], dtype=gl.int32,
-                is_pure=False, pack=4)
-            mbarrier.wait(bars.index(STAGES), 0)
-            other = gl.inline_asm_elementwise("""{
-                .reg .u32 a;
-                .reg .pred p;
-                setp.ne.u32 p, $8, 0;
-                mov.u32 a, global_smem;
-                add.u32 a, a, $4;
-                mov.f32 $0, 0f00000000; mov.f32 $1, 0f00000000; mov.f32 $2, 0f00000000; mov.f32 $3, 0f00000000;
-                @p ld.shared.v4.f32 {$0, $1, $2, $3}, [a];
-                }""", "=f,=f,=f,=f,r,r,r,r,r,r,r,r", [byte, mine], dtype=gl.float32, is_pure=False, pack=4)
-            ptrs = y_ptr + (pid_m * BM + rows)[:, None] * N + offs_n[None, :]
-            gl.store(ptrs, (acc + other).to(y_ptr.dtype.element_ty), mask=mine != 0)
-        elif pid_k == 1:
-            gl.inline_asm_elementwise("""{
-                .reg .u32 a, b;
-                mov.u32 a, global_smem;
-                add.u32 b, a, $12;
-                add.u32 a, a, $8;
-                mapa.shared::cluster.u32 a, a, 0;
-                mapa.shared::cluster.u32 b, b, 0;
-                st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [a], {$4, $5, $6, $7}, [b];
-                mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
-                }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r,r,r,r,r", [acc, byte, xbar], dtype=gl.int32, is_pure=False,
-                pack=4)
-        else:
-            mbarrier.wait(bars.index(STAGES), 0)
-    else:
-        _cluster_asm("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;", one,
-                     num_warps)  # both loops' MMAs are done: rank 0's X stages are free
-        if pid_k == 1:
-            gl.inline_asm_elementwise("""{
-                .reg .u32 a;
-                mov.u32 a, global_smem;
-                add.u32 a, a, $8;
-                mapa.shared::cluster.u32 a, a, 0;
-                st.shared::cluster.v4.f32 [a], {$4, $5, $6, $7};
-                mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
-                }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r", [acc, byte], dtype=gl.int32, is_pure=False, pack=4)
-        _cluster_asm("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;", one,
-                     num_warps)
-    if pid_k == 0 and not HALVES:
-        other = gl.inline_asm_elementwise("""{
-            .reg .u32 a;
-            mov.u32 a, global_smem;
-            add.u32 a, a, $4;
-            ld.shared.v4.f32 {$0, $1, $2, $3}, [a];
-            }""", "=f,=f,=f,=f,r,r,r,r", [byte], dtype=gl.float32, is_pure=False, pack=4)
-        ptrs = y_ptr + (pid_m * BM + rows)[:, None] * N + offs_n[None, :]
-        gl.store(ptrs, (acc + other).to(y_ptr.dtype.element_ty))
+    gl.store(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mine)
 
 
 @gluon.jit
@@ -298,8 +196,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
-    if kind in ("axc", "axa", "axb"):
-        return _run_axc(warps, a, x, m, stages, bm, bk, kind != "axc", kind == "axb")
+    if kind == "axb":
+        return _run_axb(warps, a, x, m, stages, bm, bk)
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
@@ -319,9 +217,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     return launch, lambda: y.sum(0)
 
 
-def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, asynchronous: bool,
-             halves: bool):
-    """``axc``: every layout replicated over the cluster's two CTAs (each holds its own tiles)."""
+def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int):
+    """``axb``: the descriptors' layouts replicated over the cluster's two CTAs (each holds its tiles)."""
     k, n = x.shape
 
     def desc(t, block):
@@ -331,14 +228,9 @@ def _run_axc(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, 
 
     a_desc, x_desc = desc(a, [bm, bk]), desc(x, [bk, n])
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    acc_layout = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, n, 16],
-                                           cga_layout=[[0, 0]])
-    one = gl.BlockedLayout([1], [32], [warps], [0], cga_layout=[[0]])
 
     def launch():
-        _axc_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
-                                ASYNC=asynchronous, HALVES=halves,
-                                acc_layout=acc_layout, one=one, bar_layout=mbarrier.MBarrierLayout(cga_layout=[[0]]),
+        _axb_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
                                 num_warps=warps, num_ctas=2)
     return launch, lambda: out.float()
 

@@ -1,0 +1,122 @@
+"""Two K splits of a tile as one cluster of two CTAs: their partial sums meet in shared memory.
+
+Split-K's other hand-offs go through L2 (``split_k.store_split``: the first split stores its fp32
+slice, the last one waits on a counter, reads it back and writes Y). That costs a round trip to L2
+and a wait on a flag in global memory; on the H200 at N = 128 a dense analog of the scatter kernel's
+step ran 9.5 us alone and 12.3 us with it (4096 x 4096 on two splits, BENCHMARKS.md 8t).
+
+Launched with ``num_ctas=2`` (Hopper's thread-block clusters), the two splits of a tile run at once
+on two SMs of one GPC, and each can write into the other's shared memory. Each sums half the rows:
+rank r keeps rows r BM / 2 .. and sends the other half to the other rank with ``st.async``, whose
+bytes complete an mbarrier there; then each adds what it received and writes its half of Y. No
+fence to global memory and no flag: the only cluster-wide barrier shows the mbarriers initialised.
+
+What it takes of the kernel: every layout replicated over the pair (``replicated``: each CTA holds
+the whole tile, as with one CTA), ``cluster_rank`` for the split, and X's stages as the landing
+place (free once the K loop is done, and at least BM x BN x 2 bytes + 8 in every config that uses
+this). The PTX names shared memory by offset from ``global_smem``, so the kernel passes X's offset.
+"""
+
+from __future__ import annotations
+
+import triton
+
+try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+except ImportError:  # pragma: no cover - depends on the installed Triton
+    gluon = None
+
+
+@triton.constexpr_function
+def replicated(rank, clustered):
+    """The CGA bases of a rank-``rank`` layout whose tensor each CTA of a pair holds whole (none:
+    one CTA). Built here, not in the kernel: a list literal there becomes a Triton tuple, which
+    Gluon 3.6 cannot compare with the lists its derived layouts carry."""
+    return [[0] * rank] if clustered else []
+
+
+def exchange_bytes(block_m: int, block_n: int) -> int:
+    """Shared memory the exchange needs in X's stages: half a tile of fp32, then the mbarrier."""
+    return block_m * block_n * 2 + 8
+
+
+if gluon is not None:
+
+    @gluon.jit
+    def _every_thread(asm: gl.constexpr, num_warps: gl.constexpr):
+        """``asm`` (statements of no operands) on every thread; its value, %cluster_ctarank."""
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=replicated(1, True).value)
+        return gl.inline_asm_elementwise("{\n" + asm + "\nmov.u32 $0, %cluster_ctarank;\n}", "=r,r",
+                                         [gl.full([32 * num_warps], 0, gl.int32, layout)], dtype=gl.int32,
+                                         is_pure=False, pack=1)
+
+    @gluon.jit
+    def cluster_rank(num_warps: gl.constexpr):
+        """This CTA's rank in its cluster (0 or 1): with ``num_ctas=2``, ``program_id(0)`` is the
+        cluster's id."""
+        return gl.max(_every_thread("", num_warps), axis=0)
+
+    @gluon.jit
+    def _word_offsets(acc_layout: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr):
+        """Where a thread's elements of one half go, in bytes: four consecutive registers side by
+        side (a wgmma accumulator's lane l of warp w holds rows 16 w + l // 4 (+8), columns 2 (l % 4)
+        (+1) + 8 j, in that register order), then the thread within the half, so one 16-byte store
+        of a warp covers 512 consecutive bytes. Both ranks hold the same layout."""
+        rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))[:, None]
+        cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))[None, :]
+        reg = ((cols // 8) * 2 + (rows // 8) % 2) * 2 + cols % 2
+        thread = ((rows % (BM // 2)) // 16) * 32 + (rows % 8) * 4 + (cols % 8) // 2
+        return ((reg // 4) * (64 * num_warps) + thread * 4 + reg % 4) * 4
+
+    @gluon.jit
+    def exchange_halves(acc, x_smem, rank, X_OFFSET: gl.constexpr, X_BYTES: gl.constexpr, BM: gl.constexpr,
+                        BN: gl.constexpr, num_warps: gl.constexpr):
+        """Sum the pair's fp32 tiles ``acc`` (BM x BN, a wgmma accumulator): returns the sum, whose
+        rows ``rank`` BM / 2 .. are this rank's to write, and the mask of those rows. Call after the
+        K loop, every MMA waited for: X's stages (``x_smem``, X_BYTES at byte X_OFFSET of the
+        kernel's shared memory) take the other rank's half."""
+        HALF: gl.constexpr = BM * BN * 2
+        gl.static_assert(HALF + 8 <= X_BYTES, "X's stages hold half a tile of fp32 and an mbarrier")
+        acc_layout: gl.constexpr = acc.type.layout
+        bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value)
+        bar = x_smem._reinterpret(gl.int64, [X_BYTES // 8, 1], bar_layout).index(HALF // 8)
+        mbarrier.init(bar, count=1)
+        # The other rank sends only after this: the init is released to the cluster, and the loop's
+        # reads of X's stages here are done (their MMAs waited for) before either rank arrives.
+        _every_thread("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;\n"
+                      "barrier.cluster.wait.aligned;", num_warps)
+        mbarrier.expect(bar, HALF)
+        rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))[:, None]
+        mine = (rows // (BM // 2) == rank) & (gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout)) >= 0)[None, :]
+        byte = _word_offsets(acc_layout, BM, BN, num_warps) + X_OFFSET
+        keep = mine.to(gl.int32)
+        bar_byte = gl.full([BM, BN], X_OFFSET + HALF, gl.int32, acc_layout)
+        # st.async at the other rank's address of the same offset; its bytes complete its mbarrier.
+        gl.inline_asm_elementwise("""{
+            .reg .u32 a, b, t;
+            .reg .pred p;
+            setp.eq.u32 p, $16, 0;
+            mov.u32 t, %cluster_ctarank;
+            xor.b32 t, t, 1;
+            mov.u32 a, global_smem;
+            add.u32 b, a, $12;
+            add.u32 a, a, $8;
+            mapa.shared::cluster.u32 a, a, t;
+            mapa.shared::cluster.u32 b, b, t;
+            @p st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [a], {$4, $5, $6, $7}, [b];
+            mov.u32 $0, 0; mov.u32 $1, 0; mov.u32 $2, 0; mov.u32 $3, 0;
+            }""", "=r,=r,=r,=r,f,f,f,f,r,r,r,r,r,r,r,r,r,r,r,r", [acc, byte, bar_byte, keep], dtype=gl.int32,
+                                  is_pure=False, pack=4)
+        mbarrier.wait(bar, 0)
+        other = gl.inline_asm_elementwise("""{
+            .reg .u32 a;
+            .reg .pred p;
+            setp.ne.u32 p, $8, 0;
+            mov.u32 a, global_smem;
+            add.u32 a, a, $4;
+            mov.f32 $0, 0f00000000; mov.f32 $1, 0f00000000; mov.f32 $2, 0f00000000; mov.f32 $3, 0f00000000;
+            @p ld.shared.v4.f32 {$0, $1, $2, $3}, [a];
+            }""", "=f,=f,=f,=f,r,r,r,r,r,r,r,r", [byte, keep], dtype=gl.float32, is_pure=False, pack=4)
+        return acc + other, mine
