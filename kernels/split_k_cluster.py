@@ -120,3 +120,15 @@ if gluon is not None:
             @p ld.shared.v4.f32 {$0, $1, $2, $3}, [a];
             }""", "=f,=f,=f,=f,r,r,r,r,r,r,r,r", [byte, keep], dtype=gl.float32, is_pure=False, pack=4)
         return acc + other, mine
+
+    @gluon.jit
+    def store_rows(ptrs, values, mask):
+        """Store 16-bit ``values`` at ``ptrs`` where ``mask``, from either rank: Triton leaves the
+        stores of a tensor in a replicated layout to rank 0 alone (it takes the copies for equal)."""
+        gl.inline_asm_elementwise("""{
+            .reg .pred p;
+            setp.ne.s32 p, $3, 0;
+            @p st.global.b16 [$1], $2;
+            mov.u32 $0, 0;
+            }""", "=r,l,h,r", [ptrs, values.to(gl.int16, bitcast=True), mask.to(gl.int32)], dtype=gl.int32,
+                                  is_pure=False, pack=1)

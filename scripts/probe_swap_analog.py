@@ -37,7 +37,7 @@ import torch
 from probe_harness import check_close, probe_time_us, write_results
 from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
-from stuning.kernels.split_k_cluster import cluster_rank, exchange_halves, replicated
+from stuning.kernels.split_k_cluster import cluster_rank, exchange_halves, replicated, store_rows
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -127,7 +127,8 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
                                                          instr_shape=[16, BN, 16], cga_layout=replicated(2, True).value)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value))
+    bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
     steps = gl.cdiv(K_TILES - pid_k, 2)
@@ -140,7 +141,7 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
                                 X_BYTES, BM, BN, num_warps)
     rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-    gl.store(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=mine)
+    store_rows(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mine)
 
 
 @gluon.jit
@@ -201,7 +202,7 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
-        out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+        out = torch.full((m, n), float("nan"), dtype=x.dtype, device=x.device)  # no stale product passes
         partial, counts = split_k_workspace(x.device, split * m * n, m // bm, zeroed=False)
 
         def launch():
@@ -227,7 +228,7 @@ def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, 
         return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
 
     a_desc, x_desc = desc(a, [bm, bk]), desc(x, [bk, n])
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    out = torch.full((m, n), float("nan"), dtype=x.dtype, device=x.device)  # no stale product passes
 
     def launch():
         _axb_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
