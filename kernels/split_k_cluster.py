@@ -71,28 +71,37 @@ if gluon is not None:
         return ((reg // 4) * (64 * num_warps) + thread * 4 + reg % 4) * 4
 
     @gluon.jit
-    def exchange_halves(acc, x_smem, rank, X_OFFSET: gl.constexpr, X_BYTES: gl.constexpr, BM: gl.constexpr,
+    def landing_barrier(x_smem, X_BYTES: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr):
+        """The exchange's mbarrier in X's stages (X_BYTES of them), right after the half tile it
+        takes in; X_BYTES + the offset of ``x_smem`` name it to ``exchange_halves``."""
+        gl.static_assert(BM * BN * 2 + 8 <= X_BYTES, "X's stages hold half a tile of fp32 and an mbarrier")
+        bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value)
+        return x_smem._reinterpret(gl.int64, [X_BYTES // 8, 1], bar_layout).index(BM * BN * 2 // 8)
+
+    @gluon.jit
+    def exchange_ready(bar, num_warps: gl.constexpr):
+        """Initialise the exchange's mbarrier and tell the other rank (cluster arrive; the matching
+        wait is ``exchange_halves``')."""
+        mbarrier.init(bar, count=1)
+        _every_thread("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;", num_warps)
+
+    @gluon.jit
+    def exchange_halves(acc, bar, rank, DATA_BYTE: gl.constexpr, BAR_BYTE: gl.constexpr, BM: gl.constexpr,
                         BN: gl.constexpr, num_warps: gl.constexpr):
         """Sum the pair's fp32 tiles ``acc`` (BM x BN, a wgmma accumulator): returns the sum, whose
-        rows ``rank`` BM / 2 .. are this rank's to write, and the mask of those rows. Call after the
-        K loop, every MMA waited for: X's stages (``x_smem``, X_BYTES at byte X_OFFSET of the
-        kernel's shared memory) take the other rank's half."""
+        rows ``rank`` BM / 2 .. are this rank's to write, and the mask of those rows. The other
+        rank's half lands at byte DATA_BYTE of the kernel's shared memory (BM x BN x 2 bytes), its
+        bytes counted by ``bar`` (at BAR_BYTE), which ``exchange_ready`` initialised. Every rank's
+        MMAs must be done with that memory before the other rank arrived there."""
         HALF: gl.constexpr = BM * BN * 2
-        gl.static_assert(HALF + 8 <= X_BYTES, "X's stages hold half a tile of fp32 and an mbarrier")
         acc_layout: gl.constexpr = acc.type.layout
-        bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value)
-        bar = x_smem._reinterpret(gl.int64, [X_BYTES // 8, 1], bar_layout).index(HALF // 8)
-        mbarrier.init(bar, count=1)
-        # The other rank sends only after this: the init is released to the cluster, and the loop's
-        # reads of X's stages here are done (their MMAs waited for) before either rank arrives.
-        _every_thread("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;\n"
-                      "barrier.cluster.wait.aligned;", num_warps)
+        _every_thread("barrier.cluster.wait.aligned;", num_warps)
         mbarrier.expect(bar, HALF)
         rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))[:, None]
         mine = (rows // (BM // 2) == rank) & (gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout)) >= 0)[None, :]
-        byte = _word_offsets(acc_layout, BM, BN, num_warps) + X_OFFSET
+        byte = _word_offsets(acc_layout, BM, BN, num_warps) + DATA_BYTE
         keep = mine.to(gl.int32)
-        bar_byte = gl.full([BM, BN], X_OFFSET + HALF, gl.int32, acc_layout)
+        bar_byte = gl.full([BM, BN], BAR_BYTE, gl.int32, acc_layout)
         # st.async at the other rank's address of the same offset; its bytes complete its mbarrier.
         gl.inline_asm_elementwise("""{
             .reg .u32 a, b, t;

@@ -37,7 +37,14 @@ import torch
 from probe_harness import check_close, probe_time_us, write_results
 from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
-from stuning.kernels.split_k_cluster import cluster_rank, exchange_halves, replicated, store_rows
+from stuning.kernels.split_k_cluster import (
+    cluster_rank,
+    exchange_halves,
+    exchange_ready,
+    landing_barrier,
+    replicated,
+    store_rows,
+)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -118,27 +125,38 @@ def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS,
 
 @gluon.jit
 def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
-                STAGES: gl.constexpr, num_warps: gl.constexpr):
+                STAGES: gl.constexpr, EARLY: gl.constexpr, num_warps: gl.constexpr):
     """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``), the hand-off by
-    ``split_k_cluster.exchange_halves``: each rank sums and writes half the tile's rows."""
+    ``split_k_cluster.exchange_halves``: each rank sums and writes half the tile's rows. The other's
+    half lands in X's stages, the mbarrier initialised after the loop; EARLY: in one more stage of
+    X's, the mbarrier (one more of ``bars``) initialised and the cluster arrive before the loop."""
     pid_m = gl.program_id(0)  # the cluster's id: one band
     pid_k = cluster_rank(num_warps)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                          instr_shape=[16, BN, 16], cga_layout=replicated(2, True).value)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BK, BN], x_desc.layout)
+    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES + EARLY, BK, BN], x_desc.layout)
     bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value)
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES + EARLY, 1], bar_layout)
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
+    # Triton puts the larger of A's and X's buffers first (the scatter kernel's A_OFFSET), then the barriers.
+    A_BYTES: gl.constexpr = STAGES * BM * BK * 2
+    X_BYTES: gl.constexpr = (STAGES + EARLY) * BK * BN * 2
+    X_OFFSET: gl.constexpr = 0 if X_BYTES > A_BYTES else A_BYTES
+    if EARLY:
+        exchange_ready(bars.index(STAGES), num_warps)
     steps = gl.cdiv(K_TILES - pid_k, 2)
     a_row = (pid_m * BM) % A_ROWS
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
     acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, 2, BM, BK, BN, STAGES, 0)
-    # Triton puts the larger of A's and X's buffers first (the scatter kernel's A_OFFSET).
-    X_BYTES: gl.constexpr = STAGES * BK * BN * 2
-    acc, mine = exchange_halves(acc, x_smem, pid_k, 0 if X_BYTES > STAGES * BM * BK * 2 else STAGES * BM * BK * 2,
-                                X_BYTES, BM, BN, num_warps)
+    if EARLY:
+        acc, mine = exchange_halves(acc, bars.index(STAGES), pid_k, X_OFFSET + STAGES * BK * BN * 2,
+                                    A_BYTES + X_BYTES + STAGES * 8, BM, BN, num_warps)
+    else:
+        bar = landing_barrier(x_smem, X_BYTES, BM, BN)
+        exchange_ready(bar, num_warps)
+        acc, mine = exchange_halves(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
     rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
     store_rows(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mine)
@@ -197,8 +215,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
-    if kind == "axb":
-        return _run_axb(warps, a, x, m, stages, bm, bk)
+    if kind in ("axb", "axe"):
+        return _run_axb(warps, a, x, m, stages, bm, bk, kind == "axe")
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
@@ -218,7 +236,7 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     return launch, lambda: y.sum(0)
 
 
-def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int):
+def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, early: bool):
     """``axb``: the descriptors' layouts replicated over the cluster's two CTAs (each holds its tiles)."""
     k, n = x.shape
 
@@ -232,7 +250,7 @@ def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, 
 
     def launch():
         _axb_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
-                                num_warps=warps, num_ctas=2)
+                                EARLY=early, num_warps=warps, num_ctas=2)
     return launch, lambda: out.float()
 
 
