@@ -131,13 +131,24 @@ if gluon is not None:
         return acc + other, mine
 
     @gluon.jit
-    def store_rows(ptrs, values, mask):
+    def store_rows(ptrs, values, mask, PAIRS: gl.constexpr):
         """Store 16-bit ``values`` at ``ptrs`` where ``mask``, from either rank: Triton leaves the
-        stores of a tensor in a replicated layout to rank 0 alone (it takes the copies for equal)."""
-        gl.inline_asm_elementwise("""{
-            .reg .pred p;
-            setp.ne.s32 p, $3, 0;
-            @p st.global.b16 [$1], $2;
-            mov.u32 $0, 0;
-            }""", "=r,l,h,r", [ptrs, values.to(gl.int16, bitcast=True), mask.to(gl.int32)], dtype=gl.int32,
-                                  is_pure=False, pack=1)
+        stores of a tensor in a replicated layout to rank 0 alone (it takes the copies for equal).
+        PAIRS: a thread's consecutive elements (a wgmma accumulator's columns 2 j, 2 j + 1) are
+        adjacent in memory, 4-byte aligned, and stored as one 32-bit word."""
+        bits = values.to(gl.int16, bitcast=True)
+        if PAIRS:
+            gl.inline_asm_elementwise("""{
+                .reg .pred p;
+                setp.ne.s32 p, $5, 0;
+                @p st.global.b32 [$2], $4;
+                mov.u32 $0, 0;
+                mov.u32 $1, 0;
+                }""", "=r,=r,l,l,r,r,r", [ptrs, bits, mask.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=2)
+        else:
+            gl.inline_asm_elementwise("""{
+                .reg .pred p;
+                setp.ne.s32 p, $3, 0;
+                @p st.global.b16 [$1], $2;
+                mov.u32 $0, 0;
+                }""", "=r,l,h,r", [ptrs, bits, mask.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)

@@ -125,11 +125,12 @@ def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS,
 
 @gluon.jit
 def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
-                STAGES: gl.constexpr, EARLY: gl.constexpr, num_warps: gl.constexpr):
+                STAGES: gl.constexpr, EARLY: gl.constexpr, PAIRS: gl.constexpr, num_warps: gl.constexpr):
     """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``), the hand-off by
     ``split_k_cluster.exchange_halves``: each rank sums and writes half the tile's rows. The other's
     half lands in X's stages, the mbarrier initialised after the loop; EARLY: in one more stage of
-    X's, the mbarrier (one more of ``bars``) initialised and the cluster arrive before the loop."""
+    X's, the mbarrier (one more of ``bars``) initialised and the cluster arrive before the loop.
+    PAIRS: Y stored 32 bits at a time, else 16."""
     pid_m = gl.program_id(0)  # the cluster's id: one band
     pid_k = cluster_rank(num_warps)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -159,7 +160,7 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
         acc, mine = exchange_halves(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
     rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-    store_rows(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mine)
+    store_rows(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mine, PAIRS)
 
 
 @gluon.jit
@@ -215,8 +216,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     y = torch.empty(split, m, n, dtype=torch.float32, device=x.device)
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), [bm, bk], nvmma_layout((bm, bk), a.dtype))
     grid = (m // bm, split)
-    if kind in ("axb", "axe"):
-        return _run_axb(warps, a, x, m, stages, bm, bk, kind == "axe")
+    if kind in ("axb", "axe", "axb2", "axe2"):
+        return _run_axb(warps, a, x, m, stages, bm, bk, kind.startswith("axe"), kind.endswith("2"))
     if kind.startswith("ax"):
         x_desc = TensorDescriptor(x, list(x.shape), list(x.stride()), [bk, n], nvmma_layout((bk, n), x.dtype))
         handoff = kind == "axh"
@@ -236,7 +237,8 @@ def run_kind(kind: str, warps: int, a: torch.Tensor, x: torch.Tensor, m: int, sp
     return launch, lambda: y.sum(0)
 
 
-def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, early: bool):
+def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, bm: int, bk: int, early: bool,
+             pairs: bool):
     """``axb``: the descriptors' layouts replicated over the cluster's two CTAs (each holds its tiles)."""
     k, n = x.shape
 
@@ -250,7 +252,7 @@ def _run_axb(warps: int, a: torch.Tensor, x: torch.Tensor, m: int, stages: int, 
 
     def launch():
         _axb_kernel[(m // bm,)](a_desc, x_desc, out, m, n, k // bk, A_ROWS, BM=bm, BK=bk, BN=n, STAGES=stages,
-                                EARLY=early, num_warps=warps, num_ctas=2)
+                                EARLY=early, PAIRS=pairs, num_warps=warps, num_ctas=2)
     return launch, lambda: out.float()
 
 
