@@ -19,6 +19,9 @@ this). The PTX names shared memory by offset from ``global_smem``, so the kernel
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import triton
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
@@ -37,9 +40,10 @@ def replicated(rank, clustered):
     return [[0] * rank] if clustered else []
 
 
-def exchange_bytes(block_m: int, block_n: int) -> int:
-    """Shared memory the exchange needs in X's stages: half a tile of fp32, then the mbarrier."""
-    return block_m * block_n * 2 + 8
+@functools.lru_cache(maxsize=64)  # a launch's host time counts: Gluon builds layouts slowly
+def replicated_layout(layout):
+    """A (rank-2) shared layout of a TMA descriptor, replicated over a pair of CTAs."""
+    return dataclasses.replace(layout, cga_layout=[[0, 0]])
 
 
 if gluon is not None:

@@ -40,6 +40,8 @@ SECONDS = float(os.environ.get("PROBE_SECONDS", "400"))
 spmm_scatter.CLEAR_BY_ENTRIES = os.environ.get("PROBE_CLEAR", "1") == "1"
 # PROBE_SLICES_MAX: the most splits that meet in slices (more add atomically).
 spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scatter.SLICES_MAX_SPLIT))
+# PROBE_CLUSTER=0: two splits meet through L2 (slices), not as a cluster of two CTAs (BENCHMARKS.md 8u).
+spmm_scatter.CLUSTER_SPLIT = os.environ.get("PROBE_CLUSTER", "1") == "1"
 # PROBE_LAYOUTS: time each config on A's lists padded to one capacity ("fixed": bounds computed), on
 # lists of their own lengths ("listed": bounds read from tile_ptr), or both; unset, the library's choice.
 LAYOUTS = [v for v in os.environ.get("PROBE_LAYOUTS", "").split(",") if v]

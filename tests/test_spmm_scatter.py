@@ -229,15 +229,37 @@ def _gpu_kernel_or_skip():
 @pytest.mark.parametrize("config", GPU_CONFIGS,
                          ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
-# Each way of meeting splits with one layout of A's lists: one capacity (bounds computed) or each its own.
+# Each way of meeting splits through L2 with one layout of A's lists: one capacity (bounds computed)
+# or each its own. Two splits meet in a cluster unless told not to (the test below).
 @pytest.mark.parametrize("slices", [True, False], ids=["split-slices-fixed", "split-atomics-listed"])
 def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
-    from stuning.kernels.split_k import split_k_workspace
-
     _gpu_kernel_or_skip()
+    monkeypatch.setattr(spmm_scatter, "CLUSTER_SPLIT", False)
     monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", float("inf") if slices else 0.0)
     if not slices:
         monkeypatch.setattr(spmm_scatter, "SLICES_MAX_BYTES", 0)
+    _check_gpu_shapes(config, dtype, tol, device_gen, fixed=slices, slices=slices)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [scatter_config(*c) for c in ((64, 128, 128, 2, 4), (128, 64, 128, 2, 3),
+                                                                  (64, 64, 16, 2, 4), (64, 128, 256, 2, 2))],
+                         ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
+@pytest.mark.parametrize("dtype,tol", HALF_TOL)
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "listed"])
+def test_scatter_kernel_two_splits_as_a_cluster(device_gen, dtype, tol, config, fixed, monkeypatch):
+    """Two splits as a cluster of two CTAs, each summing half the tile (``split_k_cluster``): Y
+    written 32 bits at a time, and (Y^T) 16."""
+    _gpu_kernel_or_skip()
+    assert spmm_scatter.CLUSTER_SPLIT
+    monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", float("inf") if fixed else 0.0)
+    _check_gpu_shapes(config, dtype, tol, device_gen, fixed=fixed, slices=False)
+
+
+def _check_gpu_shapes(config, dtype, tol, device_gen, *, fixed: bool, slices: bool):
+    """``config`` (repaired to each shape) on GPU_SHAPES against float64: X, and X^T into Y^T with a bias."""
+    from stuning.kernels.split_k import split_k_workspace
+
     for m, k, n in GPU_SHAPES:
         if slices:
             # The slices' buffer is never zeroed: what a launch reads must be what it wrote.
@@ -248,7 +270,7 @@ def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
         b = randn(k, n, dtype=dtype, gen=device_gen)
         ref = spmm_ref(dense, b)
         what = f"{m}x{k}x{n} {cfg}"
-        assert (ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity > 0) == slices, what
+        assert (ScatterTiles.from_csr(a, cfg.rows, cfg.nnz_step).capacity > 0) == fixed, what
         assert spmm_scatter.takes(b), what
         assert_close(stuning.spmm(a, b, config=cfg), ref, tol, what)
         # X read as X^T (SparseLinear's input), and Y^T with a bias written into a NaN-filled buffer.
