@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 1 (session 44): the scatter kernel's two splits as a cluster. GPU tests of the scatter
+# Device call 8 (session 44): the scatter kernel's two splits as a cluster. GPU tests of the scatter
 # kernel, then the decode rows on the shipped database, the cluster on / off / on.
 source scripts/gpu_env.sh
 mkdir -p /tmp/sdb && cp tuning_db/nvidia-h200.json /tmp/sdb/
