@@ -3,7 +3,8 @@
 Split-K's other hand-offs go through L2 (``split_k.store_split``: the first split stores its fp32
 slice, the last one waits on a counter, reads it back and writes Y). That costs a round trip to L2
 and a wait on a flag in global memory; on the H200 at N = 128 a dense analog of the scatter kernel's
-step ran 9.5 us alone and 12.3 us with it (4096 x 4096 on two splits, BENCHMARKS.md 8t).
+step ran 9.5 us alone, 12.3 us with it and 10.2 us with this instead (4096 x 4096 on two splits,
+BENCHMARKS.md 8t, 8u).
 
 Launched with ``num_ctas=2`` (Hopper's thread-block clusters), the two splits of a tile run at once
 on two SMs of one GPC, and each can write into the other's shared memory. Each sums half the rows:
@@ -15,6 +16,7 @@ What it takes of the kernel: every layout replicated over the pair (``replicated
 the whole tile, as with one CTA), ``cluster_rank`` for the split, and X's stages as the landing
 place (free once the K loop is done, and at least BM x BN x 2 bytes + 8 in every config that uses
 this). The PTX names shared memory by offset from ``global_smem``, so the kernel passes X's offset.
+Y goes out through ``store_rows``: Triton would store a replicated tensor from rank 0 alone.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ thread fills and reads for itself. One warpgroup clears a used slot by storing z
 entries went; with two, each zeroes the rows its own MMA read (a warpgroup's wait covers only its
 MMA), and X's stage of step i - 1 is known free to every warpgroup only a step later (``LAG``).
 
+Two K splits run as one cluster of two CTAs whose sums meet in shared memory (``split_k_cluster``,
+``CLUSTER_SPLIT``); more meet through L2 (``_finish_tile``).
+
 Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR kernel runs.
 """
 
