@@ -40,9 +40,10 @@ KERNELS_JOINED: dict[str, dict[str, str]] = {
 # When a kernel's current form shipped, for kernels rebuilt since joining where the rebuild moved
 # their times well past run-to-run noise (UTC; the commit). The scatter SpMM kernel: entries through
 # a ring, split-K slices, tile lists of one capacity (BENCHMARKS.md 7y-8b): 4096 x 4096 at N = 128
-# from 19.2 to 15.2 us. The sliced-ELL capacity (8f) moved its rows within noise, so it is absent.
+# from 19.2 to 15.2 us; then two splits as a cluster (8u): 14.5 to 11.3-11.8 us at 95% zeros. The
+# sliced-ELL capacity (8f) moved its rows within noise, so it is absent.
 KERNELS_REBUILT: dict[str, dict[str, str]] = {
-    "spmm": {"scatter": "2026-11-25T08:07:44+00:00", "sell": "2026-11-25T15:48:44+00:00"},
+    "spmm": {"scatter": "2026-11-25T23:51:04+00:00", "sell": "2026-11-25T15:48:44+00:00"},
 }
 
 
