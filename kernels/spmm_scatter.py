@@ -131,6 +131,12 @@ def takes(x: torch.Tensor) -> bool:
     return inner == 1 and (outer * x.element_size()) % 16 == 0
 
 
+def y_pairs(out: torch.Tensor) -> bool:
+    """Whether Y's columns come in pairs of one 4-byte-aligned word (contiguous, N and its rows' stride
+    even): the cluster's epilogue then stores 32 bits at a time, and nothing past a row's end."""
+    return out.stride(1) == 1 and out.shape[1] % 2 == 0 and out.stride(0) % 2 == 0 and out.data_ptr() % 4 == 0
+
+
 @functools.lru_cache(maxsize=256)  # asked at every launch, whose host time is the cost (probe_host_time.py)
 def ring_stages(block_m: int, block_k: int, chunk: int) -> int:
     """Stages of the entries' ring: the most of ``RING_STAGES`` that fit in one A slot."""
@@ -274,7 +280,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
         FIXED=tiles.capacity > 0, X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
-        CLUSTER=cluster, Y_PAIRS=out.stride(1) == 1 and out.stride(0) % 2 == 0 and out.data_ptr() % 4 == 0,
+        CLUSTER=cluster, Y_PAIRS=y_pairs(out),
         num_warps=config.num_warps, num_ctas=2 if cluster else 1,
     )
     used = kernel.metadata.shared

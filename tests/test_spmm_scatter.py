@@ -254,6 +254,17 @@ def test_scatter_kernel_two_splits_as_a_cluster(device_gen, dtype, tol, config, 
     assert spmm_scatter.CLUSTER_SPLIT
     monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", float("inf") if fixed else 0.0)
     _check_gpu_shapes(config, dtype, tol, device_gen, fixed=fixed, slices=False)
+    # Y a column slice of a wider buffer: odd N stored 16 bits at a time, the columns past it untouched.
+    m, k, n = 300, 1000, 23
+    dense = random_sparse(m, k, 0.1, dtype, device_gen)
+    b = randn(k, n + 1, dtype=dtype, gen=device_gen)[:, :n]  # rows 16-byte aligned: TMA takes it
+    assert spmm_scatter.takes(b)
+    wide = torch.full((m, n + 1), float("nan"), dtype=dtype, device=b.device)
+    cfg = spmm_kernel.repair(config, spmm_kernel.SpMMProblem(m, k, n, 0, dtype))
+    assert not spmm_scatter.y_pairs(wide[:, :n]) and spmm_scatter.y_pairs(wide[:, :n - 1])
+    stuning.spmm(CSRMatrix.from_dense(dense, pad_to=4), b, config=cfg, out=wide[:, :n])
+    assert_close(wide[:, :n], spmm_ref(dense, b), tol, f"{cfg}, Y a column slice")
+    assert wide[:, n].isnan().all(), f"{cfg} wrote past Y's last column"
 
 
 def _check_gpu_shapes(config, dtype, tol, device_gen, *, fixed: bool, slices: bool):
