@@ -27,6 +27,7 @@ from stuning.kernels.split_k import add_split, store_split
 from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
+    from stuning.kernels.split_k_cluster import store_rows
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.ampere import async_copy
@@ -296,11 +297,17 @@ if gluon is not None:
             _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS)
 
     @gluon.jit
-    def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr):
+    def _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS: gl.constexpr,
+                 EVERY_RANK: gl.constexpr = False, PAIRS: gl.constexpr = False):
+        """EVERY_RANK: each CTA of a cluster stores its own rows of ``acc`` (``store_rows``, 32 bits
+        at a time with PAIRS), where ``gl.store`` would store from rank 0 alone."""
         if HAS_BIAS:
             acc += gl.load(bias_ptr + offs_m, mask=offs_m < M, other=0.0).to(gl.float32)[:, None]
         y_ptrs = y_ptr + offs_m[:, None].to(gl.int64) * stride_ym + offs_n[None, :] * stride_yn
-        gl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=ok)
+        if EVERY_RANK:
+            store_rows(y_ptrs, acc.to(y_ptr.dtype.element_ty), ok, PAIRS)
+        else:
+            gl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 def launch(values, masks, x, out, bias, partial, counts, *, m: int, n: int, k: int, block_m: int, block_n: int,

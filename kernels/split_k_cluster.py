@@ -72,6 +72,7 @@ if gluon is not None:
         of a warp covers 512 consecutive bytes. Both ranks hold the same layout."""
         rows = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))[:, None]
         cols = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))[None, :]
+        gl.static_assert(num_warps * 16 == BM, "a warp's 16 rows of the accumulator, as one warpgroup per 64")
         reg = ((cols // 8) * 2 + (rows // 8) % 2) * 2 + cols % 2
         thread = ((rows % (BM // 2)) // 16) * 32 + (rows % 8) * 4 + (cols % 8) // 2
         return ((reg // 4) * (64 * num_warps) + thread * 4 + reg % 4) * 4

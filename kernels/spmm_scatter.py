@@ -52,13 +52,12 @@ from stuning.kernels.target import DeviceBudget, device_budget, interpreting, is
 
 try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
     # The same epilogue: Y of any strides, plus bias, or split-K's sum.
-    from stuning.kernels.semi24_hopper import _finish_tile
+    from stuning.kernels.semi24_hopper import _finish_tile, _store_y
     from stuning.kernels.split_k_cluster import (
         cluster_rank,
         exchange_halves,
         exchange_ready,
         landing_barrier,
-        store_rows,
     )
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -537,11 +536,9 @@ if gluon is not None:
             bar = landing_barrier(x_smem, X_BYTES, BM, BN)
             exchange_ready(bar, num_warps)
             acc, mine = exchange_halves(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
-            if HAS_BIAS:
-                acc += gl.load(bias_ptr + offs_m, mask=offs_m < M, other=0.0).to(gl.float32)[:, None]
             ok = mine & (offs_m < M)[:, None] & (offs_n < N)[None, :]
-            y_ptrs = y_ptr + offs_m[:, None].to(gl.int64) * stride_ym + offs_n[None, :] * stride_yn
-            store_rows(y_ptrs, acc.to(y_ptr.dtype.element_ty), ok, Y_PAIRS)
+            _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS, EVERY_RANK=True,
+                     PAIRS=Y_PAIRS)
             return
         partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
         _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m, offs_n,
