@@ -30,8 +30,8 @@ thread fills and reads for itself. One warpgroup clears a used slot by storing z
 entries went; with two, each zeroes the rows its own MMA read (a warpgroup's wait covers only its
 MMA), and X's stage of step i - 1 is known free to every warpgroup only a step later (``LAG``).
 
-Two K splits run as one cluster of two CTAs whose sums meet in shared memory (``split_k_cluster``,
-``CLUSTER_SPLIT``); more meet through L2 (``_finish_tile``).
+Two or four K splits run as one cluster of CTAs whose sums meet in shared memory
+(``split_k_cluster``, ``cluster_ctas``); eight meet through L2 (``_finish_tile``).
 
 Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR kernel runs.
 """
@@ -46,7 +46,7 @@ import torch
 import triton
 from stuning.kernels.semi24_hopper import GLUON_TRITON, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
-from stuning.kernels.split_k_cluster import replicated, replicated_layout
+from stuning.kernels.split_k_cluster import landing_fits, replicated, replicated_layout
 from stuning.kernels.spmm import SpMMConfig, check_b_and_out, check_bias, fill_bias
 from stuning.kernels.target import DeviceBudget, device_budget, interpreting, is_sm90
 
@@ -55,7 +55,7 @@ try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
     from stuning.kernels.semi24_hopper import _finish_tile, _store_y
     from stuning.kernels.split_k_cluster import (
         cluster_rank,
-        exchange_halves,
+        exchange_parts,
         exchange_ready,
         landing_barrier,
     )
@@ -100,11 +100,12 @@ MIN_N = 16
 # The last split always sums, after waiting for the other's slice (``store_split``'s ORDERED): it
 # stores no slice of its own, and took 4096 x 4096 at N = 128 from 15.8 to 15.2 us (BENCHMARKS.md 8a).
 SLICES_MAX_SPLIT = 2
-# Two splits run as one cluster of two CTAs instead, their sums meeting in shared memory
+# Two or four splits run as one cluster of CTAs instead, their sums meeting in shared memory
 # (``split_k_cluster``). On the H200 at N = 128, a dense analog of this kernel's step on two splits
 # ran 12.2 us with the slices and 10.2 with the cluster (4096 x 4096; ax alone 9.5; BENCHMARKS.md 8u).
 # False only to measure the difference.
 CLUSTER_SPLIT = True
+CLUSTER_SPLITS = (2, 4)  # eight would leave a part half a warp's rows at BLOCK_M = 64
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
 
@@ -134,6 +135,14 @@ def y_pairs(out: torch.Tensor) -> bool:
     """Whether Y's columns come in pairs of one 4-byte-aligned word (contiguous, N and its rows' stride
     even): the cluster's epilogue then stores 32 bits at a time, and nothing past a row's end."""
     return out.stride(1) == 1 and out.shape[1] % 2 == 0 and out.stride(0) % 2 == 0 and out.data_ptr() % 4 == 0
+
+
+def cluster_ctas(split: int, block_m: int, block_k: int, block_n: int, stages: int) -> int:
+    """The CTAs of the cluster a tile's ``split`` K splits run as (1: none, they meet through L2):
+    two or four, where X's stages take the other ranks' parts (``split_k_cluster.landing_fits``)."""
+    if not (CLUSTER_SPLIT and split in CLUSTER_SPLITS):
+        return 1
+    return split if landing_fits(block_m, block_n, buffer_bytes(block_m, block_k, block_n, stages)[2], split) else 1
 
 
 @functools.lru_cache(maxsize=256)  # asked at every launch, whose host time is the cost (probe_host_time.py)
@@ -255,10 +264,10 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     k_tiles = triton.cdiv(k, bk)
     split = max(1, min(config.split_k, k_tiles))
     grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
-    cluster = split == 2 and CLUSTER_SPLIT
+    ctas = cluster_ctas(split, bm, bk, bn, config.num_stages)
     slices = 1 < split <= SLICES_MAX_SPLIT and split * m * n * 4 <= SLICES_MAX_BYTES
-    if cluster:
-        grid = (grid[0], 1, grid[2])  # a cluster (program_id(0)) of the two splits per band
+    if ctas > 1:
+        grid = (grid[0], 1, grid[2])  # a cluster (program_id(0)) of the splits per band
         partial, counts = out, out
     elif split > 1:
         partial, counts = split_k_workspace(b.device, (split if slices else 1) * m * n, grid[0] * grid[2],
@@ -271,7 +280,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     src = b.t() if transposed else b
     x_layout = nvmma_layout(tuple(block), b.dtype)
     x_desc = TensorDescriptor(src, list(src.shape), list(src.stride()), block,
-                              replicated_layout(x_layout) if cluster else x_layout)
+                              replicated_layout(x_layout, ctas) if ctas > 1 else x_layout)
     chunk = chunk_size(tiles, config.num_warps)
     kernel = _spmm_scatter_kernel[grid](
         tiles.tile_ptr, tiles.entries, tiles.capacity // 4, x_desc, out, b if bias is None else bias, partial, counts,
@@ -279,8 +288,8 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
         FIXED=tiles.capacity > 0, X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
-        CLUSTER=cluster, Y_PAIRS=y_pairs(out),
-        num_warps=config.num_warps, num_ctas=2 if cluster else 1,
+        CTAS=ctas, Y_PAIRS=y_pairs(out),
+        num_warps=config.num_warps, num_ctas=ctas,
     )
     used = kernel.metadata.shared
     if not a_bytes + x_bytes <= used <= a_bytes + x_bytes + 1024:
@@ -348,20 +357,20 @@ if gluon is not None:
 
     @gluon.jit
     def _fetch_entries(ring, ent_ptr, stage, start, end, e_layout: gl.constexpr, CHUNK: gl.constexpr,
-                       CLUSTER: gl.constexpr, num_warps: gl.constexpr):
+                       CTAS: gl.constexpr, num_warps: gl.constexpr):
         """Copy a tile's entries [start, end), the first CHUNK, into the ring's ``stage`` (cp.async:
         nothing waits until they are read) as one commit group; past the tile, zeros."""
         idx = start + gl.arange(0, CHUNK, layout=e_layout)
         async_copy.async_copy_global_to_shared(ring.index(stage), ent_ptr + idx, mask=idx < end)
         async_copy.commit_group()
         if end - start > CHUNK:
-            _prefetch_l2(ent_ptr, start + CHUNK, end, CLUSTER, num_warps)
+            _prefetch_l2(ent_ptr, start + CHUNK, end, CTAS, num_warps)
 
     @gluon.jit
-    def _prefetch_l2(ent_ptr, start, end, CLUSTER: gl.constexpr, num_warps: gl.constexpr):
+    def _prefetch_l2(ent_ptr, start, end, CTAS: gl.constexpr, num_warps: gl.constexpr):
         """Ask L2 for entries [start, end) (at most 32 * 32 * num_warps of them): a 128-byte line a
         thread, and no register written, so nothing waits for it."""
-        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=replicated(1, CLUSTER).value)
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=replicated(1, CTAS).value)
         line = gl.arange(0, 32 * num_warps, layout=layout) * 32
         gl.inline_asm_elementwise("""{
             .reg .pred p;
@@ -420,7 +429,7 @@ if gluon is not None:
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, FIXED: gl.constexpr,
         X_T: gl.constexpr,
-        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, CLUSTER: gl.constexpr,
+        HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, CTAS: gl.constexpr,
         Y_PAIRS: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
@@ -428,26 +437,26 @@ if gluon is not None:
         # Lists come padded to fours: a thread copies and reads 8 or 16 bytes of entries at a time.
         VEC: gl.constexpr = min(4, CHUNK // (32 * num_warps))
         gl.static_assert(VEC == 2 or VEC == 4, "two or four entries a thread: 8- or 16-byte copies and reads")
-        # CLUSTER: two CTAs, one per split, each holding every tensor whole (split_k_cluster).
+        # CTAS > 1: a cluster, one CTA per split, each holding every tensor whole (split_k_cluster).
         e_layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [num_warps], [0],
-                                                  cga_layout=replicated(1, CLUSTER).value)
+                                                  cga_layout=replicated(1, CTAS).value)
         z_layout: gl.constexpr = gl.BlockedLayout([BM // (4 * num_warps), 8], [4, 8], [num_warps, 1], [1, 0],
-                                                  cga_layout=replicated(2, CLUSTER).value)
+                                                  cga_layout=replicated(2, CTAS).value)
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                              instr_shape=[16, BN, 16],
-                                                             cga_layout=replicated(2, CLUSTER).value)
+                                                             cga_layout=replicated(2, CTAS).value)
         a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2,
-                                                      cga_layout=replicated(2, CLUSTER).value)
-        one_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=replicated(1, CLUSTER).value)
-        bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, CLUSTER).value)
+                                                      cga_layout=replicated(2, CTAS).value)
+        one_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0], cga_layout=replicated(1, CTAS).value)
+        bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, CTAS).value)
         LAG: gl.constexpr = 1 if num_warps == 4 else 2
 
         gl.static_assert(RING == 4 or RING == 2, "the loop holds the bounds of two or four steps")
         AHEAD: gl.constexpr = RING - 1
 
-        pid_m = gl.program_id(0)  # with CLUSTER, the cluster's
-        if CLUSTER:
-            pid_k = cluster_rank(num_warps)
+        pid_m = gl.program_id(0)  # in a cluster, the cluster's
+        if CTAS > 1:
+            pid_k = cluster_rank(num_warps, CTAS)
         else:
             pid_k = gl.program_id(1)
         pid_n = gl.program_id(2)
@@ -476,12 +485,12 @@ if gluon is not None:
         first_tile = pid_m * K_TILES + pid_k
         row_tiles = tile_ptr + first_tile
         start, end = _tile_bounds(row_tiles, first_tile, capacity_fours, 0, steps, SPLIT_K, FIXED)
-        _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, CLUSTER, num_warps)
+        _fetch_entries(ring, ent_ptr, 0, start, end, e_layout, CHUNK, CTAS, num_warps)
         start1, end1 = _tile_bounds(row_tiles, first_tile, capacity_fours, 1, steps, SPLIT_K, FIXED)
         if AHEAD == 3:
-            _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, CLUSTER, num_warps)
+            _fetch_entries(ring, ent_ptr, 1, start1, end1, e_layout, CHUNK, CTAS, num_warps)
             start2, end2 = _tile_bounds(row_tiles, first_tile, capacity_fours, 2, steps, SPLIT_K, FIXED)
-            _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, CLUSTER, num_warps)
+            _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, CTAS, num_warps)
             start3, end3 = _tile_bounds(row_tiles, first_tile, capacity_fours, 3, steps, SPLIT_K, FIXED)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         # The previous step's entries: its slot is cleared where they were stored (no entries at first).
@@ -491,9 +500,9 @@ if gluon is not None:
         gl.thread_barrier()
         for i in range(steps):
             if AHEAD == 3:
-                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK, CLUSTER, num_warps)
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start3, end3, e_layout, CHUNK, CTAS, num_warps)
             else:
-                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, CLUSTER, num_warps)
+                _fetch_entries(ring, ent_ptr, (i + AHEAD) % RING, start1, end1, e_layout, CHUNK, CTAS, num_warps)
             # Handed on at the loop's end: by then the load has had the whole step.
             start_next, end_next = _tile_bounds(row_tiles, first_tile, capacity_fours, i + AHEAD + 1, steps, SPLIT_K,
                                                 FIXED)
@@ -529,13 +538,14 @@ if gluon is not None:
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
         offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
-        if CLUSTER:
-            # X's stages take the other split's half; they follow A's buffer or come first (A_OFFSET).
+        if CTAS > 1:
+            # X's stages take the other splits' parts; they follow A's buffer or come first (A_OFFSET).
             X_BYTES: gl.constexpr = STAGES * BK * BN * 2
             X_OFFSET: gl.constexpr = (SLOTS + 1) * A_BYTES if A_OFFSET == 0 else 0
-            bar = landing_barrier(x_smem, X_BYTES, BM, BN)
-            exchange_ready(bar, num_warps)
-            acc, mine = exchange_halves(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
+            bar = landing_barrier(x_smem, X_BYTES, BM, BN, CTAS)
+            exchange_ready(bar, num_warps, CTAS)
+            acc, mine = exchange_parts(acc, bar, pid_k, X_OFFSET, X_OFFSET + (CTAS - 1) * (BM // CTAS) * BN * 4, BM, BN,
+                                       num_warps, CTAS)
             ok = mine & (offs_m < M)[:, None] & (offs_n < N)[None, :]
             _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS, EVERY_RANK=True,
                      PAIRS=Y_PAIRS)

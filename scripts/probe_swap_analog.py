@@ -39,7 +39,7 @@ from stuning.kernels.semi24_hopper import _finish_tile, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.split_k_cluster import (
     cluster_rank,
-    exchange_halves,
+    exchange_parts,
     exchange_ready,
     landing_barrier,
     replicated,
@@ -127,7 +127,7 @@ def _ax_kernel(a_desc, x_desc, y_ptr, out_ptr, count_ptr, M, N, K_TILES, A_ROWS,
 def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, BK: gl.constexpr, BN: gl.constexpr,
                 STAGES: gl.constexpr, EARLY: gl.constexpr, PAIRS: gl.constexpr, num_warps: gl.constexpr):
     """``ax`` on two splits as a cluster of two CTAs (``num_ctas=2``), the hand-off by
-    ``split_k_cluster.exchange_halves``: each rank sums and writes half the tile's rows. The other's
+    ``split_k_cluster.exchange_parts``: each rank sums and writes half the tile's rows. The other's
     half lands in X's stages, the mbarrier initialised after the loop; EARLY: in one more stage of
     X's, the mbarrier (one more of ``bars``) initialised and the cluster arrive before the loop.
     PAIRS: Y stored 32 bits at a time, else 16."""
@@ -152,12 +152,12 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
     acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, 2, BM, BK, BN, STAGES, 0)
     if EARLY:
-        acc, mine = exchange_halves(acc, bars.index(STAGES), pid_k, X_OFFSET + STAGES * BK * BN * 2,
+        acc, mine = exchange_parts(acc, bars.index(STAGES), pid_k, X_OFFSET + STAGES * BK * BN * 2,
                                     A_BYTES + X_BYTES + STAGES * 8, BM, BN, num_warps)
     else:
         bar = landing_barrier(x_smem, X_BYTES, BM, BN)
         exchange_ready(bar, num_warps)
-        acc, mine = exchange_halves(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
+        acc, mine = exchange_parts(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
     rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
     store_rows(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mine, PAIRS)

@@ -241,15 +241,29 @@ def test_scatter_kernel(device_gen, dtype, tol, config, slices, monkeypatch):
     _check_gpu_shapes(config, dtype, tol, device_gen, fixed=slices, slices=slices)
 
 
+# Two splits (halves), and four (quarters: a warp's 16 rows at BLOCK_M = 64, two warps' at 128).
+CLUSTER_CONFIGS = [scatter_config(*c) for c in ((64, 128, 128, 2, 4), (128, 64, 128, 2, 3), (64, 64, 16, 2, 4),
+                                                (64, 128, 256, 2, 2), (64, 64, 16, 4, 4), (64, 128, 128, 4, 2),
+                                                (128, 128, 128, 4, 4))]
+
+
+def test_cluster_configs_run_as_clusters():
+    """Each config of the GPU test below runs its splits as one cluster, and one whose X stages cannot
+    take three quarters of the tile and the mbarrier meets through L2."""
+    for c in CLUSTER_CONFIGS:
+        assert spmm_scatter.cluster_ctas(c.split_k, c.rows, c.nnz_step, c.block_n, c.num_stages) == c.split_k, c
+    assert spmm_scatter.cluster_ctas(4, 128, 64, 128, 3) == 1  # 48 KB of X for 48 KB of parts + 8
+    assert spmm_scatter.cluster_ctas(8, 64, 64, 16, 4) == 1 and spmm_scatter.cluster_ctas(1, 64, 64, 16, 4) == 1
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [scatter_config(*c) for c in ((64, 128, 128, 2, 4), (128, 64, 128, 2, 3),
-                                                                  (64, 64, 16, 2, 4), (64, 128, 256, 2, 2))],
+@pytest.mark.parametrize("config", CLUSTER_CONFIGS,
                          ids=lambda c: f"{c.rows}x{c.nnz_step}x{c.block_n}:{c.split_k}:{c.num_stages}")
 @pytest.mark.parametrize("dtype,tol", HALF_TOL)
 @pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "listed"])
-def test_scatter_kernel_two_splits_as_a_cluster(device_gen, dtype, tol, config, fixed, monkeypatch):
-    """Two splits as a cluster of two CTAs, each summing half the tile (``split_k_cluster``): Y
-    written 32 bits at a time, and (Y^T) 16."""
+def test_scatter_kernel_splits_as_a_cluster(device_gen, dtype, tol, config, fixed, monkeypatch):
+    """Two or four splits as a cluster of CTAs, each summing its part of the tile (``split_k_cluster``):
+    Y written 32 bits at a time, and (Y^T) 16."""
     _gpu_kernel_or_skip()
     assert spmm_scatter.CLUSTER_SPLIT
     monkeypatch.setattr(capacity_format, "FIXED_CAPACITY_SLACK", float("inf") if fixed else 0.0)

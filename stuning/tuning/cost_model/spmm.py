@@ -87,9 +87,9 @@ def sell_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> CostT
 # The scatter kernel's steps, from its probe on the H200 (BENCHMARKS.md 7r): an SM worked through
 # its programs' steps one after another, whatever the number of programs on it (two programs took
 # twice as long as one), at about SCATTER_STEP_US plus the step's MMA at SCATTER_MMA_EFFICIENCY of the
-# tensor-core peak. A split's fp32 sums add at SCATTER_SPLIT_GBS through L2's atomics; two splits run
-# as a cluster hand one tile of sums over at about that rate (BENCHMARKS.md 8u: 0.8 us for
-# 4096 x 128 in a dense analog, 1.9 us for 11008 x 128).
+# tensor-core peak. A split's fp32 sums add at SCATTER_SPLIT_GBS through L2's atomics; splits run as a
+# cluster of c CTAs hand c - 1 tiles of sums over (each rank all but its part) at about that rate
+# (BENCHMARKS.md 8u: 0.8 us for 4096 x 128 on two splits in a dense analog, 1.9 us for 11008 x 128).
 SCATTER_STEP_US = 0.1
 SCATTER_TILE_US = 0.05  # per 64 x 64 of the tile: zeroing it and storing its entries, on CUDA cores
 SCATTER_MMA_EFFICIENCY = 0.8
@@ -119,7 +119,8 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
                + 2.0 * bm * bk * bn / (sm_tensor_rate * SCATTER_MMA_EFFICIENCY))
     # Steps per SM: a program's steps run back to back, and an SM takes programs in turn.
     per_sm = math.ceil(programs / device.sm_count) * math.ceil(k_tiles / split)
-    tiles_moved = 1 if split == 2 and scatter_kernel.CLUSTER_SPLIT else split + 1
+    ctas = scatter_kernel.cluster_ctas(split, bm, bk, bn, cfg.num_stages)
+    tiles_moved = ctas - 1 if ctas > 1 else split + 1
     split_us = m * n * 4 * tiles_moved / (SCATTER_SPLIT_GBS * 1e3) if split > 1 else 0.0
     return CostTerms(
         mem_us=memory_us(dram, l2, device),
