@@ -549,8 +549,10 @@ if gluon is not None:
             ok = mine & (offs_m < M)[:, None] & (offs_n < N)[None, :]
             _store_y(acc, y_ptr, bias_ptr, offs_m, offs_n, ok, M, stride_ym, stride_yn, HAS_BIAS, EVERY_RANK=True,
                      PAIRS=Y_PAIRS)
-            return
-        partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
-        _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m, offs_n,
-                     M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS, pid_k, M * N, SLICES,  # < 2^31: SLICES_MAX_BYTES
-                     ORDERED=True)
+        else:
+            # Not compiled in a cluster, whose launch passes Y for the workspace (no fp32 slices, no
+            # counters: the atomic adds of four splits would not compile on it).
+            partial_ptrs = partial_ptr + offs_m[:, None].to(gl.int64) * N + offs_n[None, :]
+            _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid_m * gl.cdiv(N, BN) + pid_n, offs_m,
+                         offs_n, M, N, stride_ym, stride_yn, SPLIT_K, HAS_BIAS, pid_k, M * N,  # < 2^31
+                         SLICES, ORDERED=True)
