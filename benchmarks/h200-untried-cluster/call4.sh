@@ -3,7 +3,7 @@
 # kernel, then the decode rows on the shipped database with four-split clusters on / off / on.
 source scripts/gpu_env.sh
 mkdir -p /tmp/sdb && cp tuning_db/nvidia-h200.json /tmp/sdb/
-python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_spmm_scatter.py -x 2>&1 | tail -4 | tee $OUT/pytest.txt
+python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_spmm_scatter.py --tb=short 2>&1 | tee $OUT/pytest.txt | tail -15
 n=0
 for c in 4 2 4; do
   python3 -c "import sys, stuning.kernels.spmm_scatter as s; s.CLUSTER_SPLITS = (2, 4) if $c == 4 else (2,)
