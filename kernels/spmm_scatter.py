@@ -106,6 +106,11 @@ SLICES_MAX_SPLIT = 2
 # False only to measure the difference.
 CLUSTER_SPLIT = True
 CLUSTER_SPLITS = (2, 4)  # eight would leave a part half a warp's rows at BLOCK_M = 64
+# Four splits only from this N tile up. A cluster's CTAs start together and wait for the slowest at
+# its barrier, where the atomic adds let each split finish alone; the adds' bytes grow with the tile.
+# On the H200 (BENCHMARKS.md 8v), 768 x 3072 at N = 128 on 64-wide tiles ran 8.4 us with the adds and
+# 6.4 in a cluster of four; at N = 16 (16-wide tiles) the cluster ran 2-10% slower than the adds.
+CLUSTER4_MIN_BLOCK_N = 64
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
 
@@ -139,8 +144,9 @@ def y_pairs(out: torch.Tensor) -> bool:
 
 def cluster_ctas(split: int, block_m: int, block_k: int, block_n: int, stages: int) -> int:
     """The CTAs of the cluster a tile's ``split`` K splits run as (1: none, they meet through L2):
-    two or four, where X's stages take the other ranks' parts (``split_k_cluster.landing_fits``)."""
-    if not (CLUSTER_SPLIT and split in CLUSTER_SPLITS):
+    two, or four on tiles at least CLUSTER4_MIN_BLOCK_N wide, where X's stages take the other ranks'
+    parts (``split_k_cluster.landing_fits``)."""
+    if not (CLUSTER_SPLIT and split in CLUSTER_SPLITS) or (split == 4 and block_n < CLUSTER4_MIN_BLOCK_N):
         return 1
     return split if landing_fits(block_m, block_n, buffer_bytes(block_m, block_k, block_n, stages)[2], split) else 1
 
