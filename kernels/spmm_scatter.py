@@ -109,7 +109,10 @@ CLUSTER_SPLITS = (2, 4)  # eight would leave a part half a warp's rows at BLOCK_
 # Four splits only from this N tile up. A cluster's CTAs start together and wait for the slowest at
 # its barrier, where the atomic adds let each split finish alone; the adds' bytes grow with the tile.
 # On the H200 (BENCHMARKS.md 8v), 768 x 3072 at N = 128 on 64-wide tiles ran 8.4 us with the adds and
-# 6.4 in a cluster of four; at N = 16 (16-wide tiles) the cluster ran 2-10% slower than the adds.
+# 6.4 in a cluster of four; at N = 16 (16-wide tiles) the cluster ran 2-10% slower than the adds. And
+# only while the grid's CTAs fit one an SM: 4096 x 4096 and 4096 x 11008 at N = 128, 70% zeros (256
+# CTAs on 132 SMs, two fitting an SM alone) ran 1.3-1.8x slower in clusters of four, whose CTAs
+# must find room in one GPC at once.
 CLUSTER4_MIN_BLOCK_N = 64
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
@@ -142,11 +145,13 @@ def y_pairs(out: torch.Tensor) -> bool:
     return out.stride(1) == 1 and out.shape[1] % 2 == 0 and out.stride(0) % 2 == 0 and out.data_ptr() % 4 == 0
 
 
-def cluster_ctas(split: int, block_m: int, block_k: int, block_n: int, stages: int) -> int:
+def cluster_ctas(split: int, block_m: int, block_k: int, block_n: int, stages: int, tiles: int, sm_count: int) -> int:
     """The CTAs of the cluster a tile's ``split`` K splits run as (1: none, they meet through L2):
-    two, or four on tiles at least CLUSTER4_MIN_BLOCK_N wide, where X's stages take the other ranks'
-    parts (``split_k_cluster.landing_fits``)."""
-    if not (CLUSTER_SPLIT and split in CLUSTER_SPLITS) or (split == 4 and block_n < CLUSTER4_MIN_BLOCK_N):
+    two; or four on tiles at least CLUSTER4_MIN_BLOCK_N wide while the ``tiles`` x 4 CTAs fit one an
+    SM; and only where X's stages take the other ranks' parts (``split_k_cluster.landing_fits``)."""
+    if not (CLUSTER_SPLIT and split in CLUSTER_SPLITS):
+        return 1
+    if split == 4 and (block_n < CLUSTER4_MIN_BLOCK_N or 4 * tiles > sm_count):
         return 1
     return split if landing_fits(block_m, block_n, buffer_bytes(block_m, block_k, block_n, stages)[2], split) else 1
 
@@ -270,7 +275,7 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     k_tiles = triton.cdiv(k, bk)
     split = max(1, min(config.split_k, k_tiles))
     grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
-    ctas = cluster_ctas(split, bm, bk, bn, config.num_stages)
+    ctas = cluster_ctas(split, bm, bk, bn, config.num_stages, grid[0] * grid[2], device_budget(b.device.index).sm_count)
     slices = 1 < split <= SLICES_MAX_SPLIT and split * m * n * 4 <= SLICES_MAX_BYTES
     if ctas > 1:
         grid = (grid[0], 1, grid[2])  # a cluster (program_id(0)) of the splits per band

@@ -119,7 +119,7 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
                + 2.0 * bm * bk * bn / (sm_tensor_rate * SCATTER_MMA_EFFICIENCY))
     # Steps per SM: a program's steps run back to back, and an SM takes programs in turn.
     per_sm = math.ceil(programs / device.sm_count) * math.ceil(k_tiles / split)
-    ctas = scatter_kernel.cluster_ctas(split, bm, bk, bn, cfg.num_stages)
+    ctas = scatter_kernel.cluster_ctas(split, bm, bk, bn, cfg.num_stages, m_tiles * n_tiles, device.sm_count)
     tiles_moved = ctas - 1 if ctas > 1 else split + 1
     split_us = m * n * 4 * tiles_moved / (SCATTER_SPLIT_GBS * 1e3) if split > 1 else 0.0
     return CostTerms(
