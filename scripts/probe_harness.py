@@ -78,6 +78,51 @@ def spmm_problems(m: int, k: int, ns, sparsities, device: str, *, seconds: float
 
 
 @dataclass
+class AttentionProbeProblem:
+    length: int
+    k: int
+    sparsity: float
+    mask: object  # L x L, uniformly random zeros, as stuning's CSRMatrix
+    a: torch.Tensor  # L x K
+    b: torch.Tensor  # K x L, K contiguous (Q @ K^T)
+    ref: torch.Tensor  # (A @ B) at the mask's nonzeros, float64
+
+
+def attention_problems(lengths, ks, sparsities, device: str, *, seconds: float | None = None,
+                       dtype: torch.dtype = torch.float16):
+    """One SDDMM ``AttentionProbeProblem`` per (L, K, sparsity), inputs from one generator seeded 0
+    (the same inputs run after run); none starts after ``seconds``."""
+    import stuning
+
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    started = time.perf_counter()
+    for length, k, sparsity in itertools.product(lengths, ks, sparsities):
+        if seconds is not None and time.perf_counter() - started > seconds:
+            print(f"stopped before L={length} K={k} sparsity={sparsity}: over {seconds:g} s", flush=True)
+            return
+        keep = torch.rand(length, length, generator=gen) >= sparsity
+        mask = stuning.CSRMatrix.from_dense((keep * torch.randn(length, length, generator=gen)).to(dtype).to(device))
+        a = torch.randn(length, k, generator=gen).to(dtype).to(device)
+        b = torch.randn(length, k, generator=gen).to(dtype).to(device).t()
+        ref = (a.double() @ b.double())[mask.row_ids().long(), mask.col.long()]
+        yield AttentionProbeProblem(length, k, sparsity, mask, a, b, ref)
+
+
+def sddmm_baseline_row(p: AttentionProbeProblem, smoke: bool) -> dict:
+    """A result row's start: the problem, the dense product's time, and the library pick and its time."""
+    import dataclasses
+
+    import stuning
+    from stuning.ops.inputs import tuned_config
+    from stuning.tuning.features import sddmm_features
+
+    pick = tuned_config(p.mask, "sddmm", p.k, p.a.dtype, lambda: sddmm_features(p.mask, p.k, p.a.dtype))
+    return {"l": p.length, "k": p.k, "sparsity": p.sparsity, "nnz": p.mask.nnz,
+            "dense_us": probe_time_us(lambda: p.a @ p.b, smoke), "pick": dataclasses.asdict(pick),
+            "auto_us": probe_time_us(lambda: stuning.sddmm(p.mask, p.a, p.b), smoke)}
+
+
+@dataclass
 class Semi24ProbeProblem:
     m: int
     k: int

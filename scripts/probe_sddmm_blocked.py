@@ -29,14 +29,14 @@ import itertools
 import json
 import os
 import sys
-import time
 
 import torch
 import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_spmm_latency import SMOKE, timer  # noqa: E402
+from probe_harness import attention_problems, checked_time_us, sddmm_baseline_row, write_results  # noqa: E402
+from probe_spmm_latency import SMOKE  # noqa: E402
 
 LS = [64] if SMOKE else [int(v) for v in os.environ.get("PROBE_LS", "1024,2048,4096").split(",")]
 KS = [16] if SMOKE else [int(v) for v in os.environ.get("PROBE_KS", "64,128").split(",")]
@@ -106,40 +106,15 @@ def grid():
 
 
 def main() -> int:
-    import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.tuning.features import sddmm_features
-
-    device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows_out = []
-    started = time.perf_counter()
-    for L, k, sparsity in itertools.product(LS, KS, SPARSITIES):
-        if time.perf_counter() - started > SECONDS:
-            print(f"stopped before L={L} k={k} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
-            break
-        keep = torch.rand(L, L, generator=gen) >= sparsity
-        mask = stuning.CSRMatrix.from_dense((keep * torch.randn(L, L, generator=gen)).half().to(device))
-        a = torch.randn(L, k, generator=gen).half().to(device)
-        b = torch.randn(L, k, generator=gen).half().to(device).t()  # K x N, K contiguous (Q @ K^T)
-        ref = (a.double() @ b.double())[mask.row_ids().long(), mask.col.long()]
-        row = {"l": L, "k": k, "sparsity": sparsity, "nnz": mask.nnz}
-        row["dense_us"] = timer(lambda a=a, b=b: a @ b)
-        pick = tuned_config(mask, "sddmm", k, a.dtype, lambda mask=mask, k=k: sddmm_features(mask, k, torch.float16))
-        row["pick"] = dataclasses.asdict(pick)
-        row["auto_us"] = timer(lambda mask=mask, a=a, b=b: stuning.sddmm(mask, a, b))
+    for p in attention_problems(LS, KS, SPARSITIES, "cpu" if SMOKE else "cuda", seconds=SECONDS):
+        row = sddmm_baseline_row(p, SMOKE)
         times = []
         for cfg in grid():
-            entry = {"config": dataclasses.asdict(cfg)}
-            try:
-                got = blocked_sddmm(mask, a, b, cfg).double()
-                err = (got - ref).norm() / max(ref.norm(), 1e-30)
-                if not err < 1e-2:
-                    raise AssertionError(f"relative error {err:.2e} against the float64 reference")
-                entry["us"] = timer(lambda cfg=cfg, mask=mask, a=a, b=b: blocked_sddmm(mask, a, b, cfg))
-            except Exception as e:  # reported, not fatal
-                entry["error"] = str(e).splitlines()[0][:200]
-            times.append(entry)
+            us = checked_time_us(lambda cfg=cfg, p=p: blocked_sddmm(p.mask, p.a, p.b, cfg), p.ref, str(cfg),
+                                 smoke=SMOKE)
+            outcome = {"us": us} if isinstance(us, float) else {"error": us}
+            times.append({"config": dataclasses.asdict(cfg), **outcome})
         ok = [t for t in times if "us" in t]
         best = min(ok, key=lambda t: t["us"], default=None)
         row["best_us"] = best["us"] if best else None
@@ -149,11 +124,7 @@ def main() -> int:
         rows_out.append(row)
         print(json.dumps({k_: v for k_, v in row.items() if k_ != "configs"}), flush=True)
 
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "sddmm_blocked_probe.json"), "w") as f:
-            json.dump(rows_out, f, indent=1)
+    write_results(rows_out, "sddmm_blocked_probe.json")
     nan = float("nan")
     print(f"{'L':>5} {'K':>4} {'zeros':>6} {'dense':>7} {'auto':>7} {'blocked':>8}  dense/auto dense/blocked  best")
     for r in rows_out:

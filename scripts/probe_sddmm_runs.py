@@ -17,15 +17,14 @@ replays behind an L2 flush (``flushed_graph_us``).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_harness import attention_problems, sddmm_baseline_row  # noqa: E402
 from probe_spmm_latency import SMOKE, timer  # noqa: E402
 
 L = 64 if SMOKE else int(os.environ.get("PROBE_L", "4096"))
@@ -53,27 +52,11 @@ def grid(k: int):
 
 def main() -> int:
     import stuning
-    from stuning.ops.inputs import tuned_config
-    from stuning.tuning.features import sddmm_features
 
-    device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows_out = []
-    started = time.perf_counter()
-    for k, sparsity in itertools.product(KS, SPARSITIES):
-        if time.perf_counter() - started > SECONDS:
-            print(f"stopped before k={k} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
-            break
-        keep = torch.rand(L, L, generator=gen) >= sparsity
-        mask = stuning.CSRMatrix.from_dense((keep * torch.randn(L, L, generator=gen)).half().to(device))
-        a = torch.randn(L, k, generator=gen).half().to(device)
-        b = torch.randn(L, k, generator=gen).half().to(device).t()  # K x N, K contiguous (Q @ K^T)
-        ref = (a.double() @ b.double())[mask.row_ids().long(), mask.col.long()]
-        row = {"l": L, "k": k, "sparsity": sparsity, "nnz": mask.nnz}
-        row["dense_us"] = timer(lambda a=a, b=b: a @ b)
-        pick = tuned_config(mask, "sddmm", k, a.dtype, lambda mask=mask, k=k: sddmm_features(mask, k, torch.float16))
-        row["pick"] = dataclasses.asdict(pick)
-        row["auto_us"] = timer(lambda mask=mask, a=a, b=b: stuning.sddmm(mask, a, b))
+    for p in attention_problems([L], KS, SPARSITIES, "cpu" if SMOKE else "cuda", seconds=SECONDS):
+        mask, a, b, k, ref = p.mask, p.a, p.b, p.k, p.ref
+        row = sddmm_baseline_row(p, SMOKE)
         times = []
         for cfg in grid(k):
             entry = {"config": dataclasses.asdict(cfg)}

@@ -21,14 +21,13 @@ import itertools
 import json
 import os
 import sys
-import time
 
 import torch
 import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_harness import check_close, probe_time_us  # noqa: E402
+from probe_harness import attention_problems, check_close, probe_time_us  # noqa: E402
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
 LS = [64] if SMOKE else [int(v) for v in os.environ.get("PROBE_LS", "4096,2048,1024").split(",")]
@@ -110,19 +109,9 @@ def grid(k: int):
 def main() -> int:
     import stuning
 
-    device = "cpu" if SMOKE else "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
     rows_out = []
-    started = time.perf_counter()
-    for length, k, sparsity in itertools.product(LS, KS, SPARSITIES):
-        if time.perf_counter() - started > SECONDS:
-            print(f"stopped before L={length} K={k} sparsity={sparsity}: over {SECONDS:g} s", flush=True)
-            break
-        keep = torch.rand(length, length, generator=gen) >= sparsity
-        mask = stuning.CSRMatrix.from_dense((keep * torch.randn(length, length, generator=gen)).to(DTYPE).to(device))
-        a = torch.randn(length, k, generator=gen).to(DTYPE).to(device)
-        b = torch.randn(length, k, generator=gen).to(DTYPE).to(device).t()  # K x N, K contiguous (Q @ K^T)
-        ref = (a.double() @ b.double())[mask.row_ids().long(), mask.col.long()]
+    for p in attention_problems(LS, KS, SPARSITIES, "cpu" if SMOKE else "cuda", seconds=SECONDS, dtype=DTYPE):
+        length, k, sparsity, mask, a, b, ref = p.length, p.k, p.sparsity, p.mask, p.a, p.b, p.ref
         row = {"l": length, "k": k, "sparsity": sparsity, "nnz": mask.nnz, "dtype": str(DTYPE)}
         row["dense_us"] = probe_time_us(lambda a=a, b=b: a @ b, SMOKE)
         if torch.float32 == DTYPE and not SMOKE:
