@@ -14,6 +14,7 @@ flushed); a failure is recorded with its error, not raised.
     PROBE_NS=2048 PROBE_SPLITS=1,2 python3 scripts/probe_spmm_smem_scatter.py
     PROBE_LAYOUTS=fixed,listed ...   # each config with A's lists of one capacity, then of their own
     PROBE_MORE_STAGES=5 PROBE_CONFIGS=64x128x128:2:5 ...   # X stages the library's space lacks
+    PROBE_CLUSTER4=always,never PROBE_SHAPE=3072x4096 ...   # four splits as a cluster or through L2
 """
 
 from __future__ import annotations
@@ -42,6 +43,23 @@ spmm_scatter.CLEAR_BY_ENTRIES = os.environ.get("PROBE_CLEAR", "1") == "1"
 spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scatter.SLICES_MAX_SPLIT))
 # PROBE_CLUSTER=0: two splits meet through L2 (slices), not as a cluster of two CTAs (BENCHMARKS.md 8u).
 spmm_scatter.CLUSTER_SPLIT = os.environ.get("PROBE_CLUSTER", "1") == "1"
+# PROBE_CLUSTER4: time each config with four splits as a cluster of four wherever X's stages take the
+# parts ("always"), through L2 ("never"), or both; unset, the library's rule (``cluster_ctas``).
+CLUSTER4 = [v for v in os.environ.get("PROBE_CLUSTER4", "").split(",") if v]
+_library_cluster_ctas = spmm_scatter.cluster_ctas
+
+
+def cluster_ctas_as(mode: str):
+    """``spmm_scatter.cluster_ctas`` with four splits' choice forced by ``mode`` ("" keeps the rule)."""
+    def decide(split, block_m, block_k, block_n, stages, tiles, sm_count):
+        if split != 4 or not mode:
+            return _library_cluster_ctas(split, block_m, block_k, block_n, stages, tiles, sm_count)
+        x_bytes = spmm_scatter.buffer_bytes(block_m, block_k, block_n, stages)[2]
+        fits = spmm_scatter.landing_fits(block_m, block_n, x_bytes, 4)
+        return 4 if mode == "always" and spmm_scatter.CLUSTER_SPLIT and fits else 1
+    return decide
+
+
 # PROBE_LAYOUTS: time each config on A's lists padded to one capacity ("fixed": bounds computed), on
 # lists of their own lengths ("listed": bounds read from tile_ptr), or both; unset, the library's choice.
 LAYOUTS = [v for v in os.environ.get("PROBE_LAYOUTS", "").split(",") if v]
@@ -95,12 +113,14 @@ def main() -> int:
         row = {"m": M, "k": K, **spmm_baseline_row(p, False), "scatter": {}}
         for bm, bk, bn, split_k, stages, warps in configs(p.n):
             cfg = SpMMConfig(bm, bk, bn, 1, False, warps, stages, "scatter", split_k=split_k)
-            for layout in LAYOUTS or [""]:
-                label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}" + (f":{layout}" if layout else "")
+            for layout, cluster4 in itertools.product(LAYOUTS or [""], CLUSTER4 or [""]):
+                label = f"{bm}x{bk}x{bn}:{split_k}:{stages}:{warps}" + "".join(f":{v}" for v in (layout, cluster4) if v)
                 if layout:
                     use_layout(p.a, bm, bk, layout)
+                spmm_scatter.cluster_ctas = cluster_ctas_as(cluster4)
                 run = functools.partial(stuning.spmm, p.a, p.x, config=cfg)
                 row["scatter"][label] = checked_time_us(run, p.ref, f"n={p.n} {p.sparsity} {label}", checks=2)
+                spmm_scatter.cluster_ctas = _library_cluster_ctas
         rows.append(row)
         print(json.dumps(row), flush=True)
         write_results(rows, "spmm_smem_scatter_probe.json")  # each row: a call cut short keeps the rest
