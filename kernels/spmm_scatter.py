@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import replace
 
 import torch
@@ -109,11 +110,14 @@ CLUSTER_SPLITS = (2, 4)  # eight would leave a part half a warp's rows at BLOCK_
 # Four splits only from this N tile up. A cluster's CTAs start together and wait for the slowest at
 # its barrier, where the atomic adds let each split finish alone; the adds' bytes grow with the tile.
 # On the H200 (BENCHMARKS.md 8v), 768 x 3072 at N = 128 on 64-wide tiles ran 8.4 us with the adds and
-# 6.4 in a cluster of four; at N = 16 (16-wide tiles) the cluster ran 2-10% slower than the adds. And
-# only while the grid's CTAs fit one an SM: 4096 x 4096 and 4096 x 11008 at N = 128, 70% zeros (256
-# CTAs on 132 SMs, two fitting an SM alone) ran 1.3-1.8x slower in clusters of four, whose CTAs
-# must find room in one GPC at once.
+# 6.4 in a cluster of four; at N = 16 (16-wide tiles) the cluster ran 2-10% slower than the adds.
 CLUSTER4_MIN_BLOCK_N = 64
+# And only where the clusters take no more waves than the CTAs alone. A cluster's four CTAs must find
+# room in one GPC at once, and a GPC's SMs past a multiple of four stay idle: on the H200 (132 SMs,
+# BENCHMARKS.md 8w) 28 clusters of four ran in one wave and 32 did not. 4096 x 4096 at N = 128 on
+# 128 x 128 tiles (32 clusters, 128 CTAs) ran 1.1-1.25x slower as clusters, and 3072 x 4096 on 64 x 128
+# tiles (48 clusters, two waves either way) 1.33x faster at 95% zeros.
+CLUSTER4_SM_SHARE = 0.85
 # ... and while the slices stay under this many bytes (they are split x M x N fp32).
 SLICES_MAX_BYTES = 64 << 20
 
@@ -147,13 +151,21 @@ def y_pairs(out: torch.Tensor) -> bool:
 
 def cluster_ctas(split: int, block_m: int, block_k: int, block_n: int, stages: int, tiles: int, sm_count: int) -> int:
     """The CTAs of the cluster a tile's ``split`` K splits run as (1: none, they meet through L2):
-    two; or four on tiles at least CLUSTER4_MIN_BLOCK_N wide while the ``tiles`` x 4 CTAs fit one an
-    SM; and only where X's stages take the other ranks' parts (``split_k_cluster.landing_fits``)."""
+    two; or four on tiles at least CLUSTER4_MIN_BLOCK_N wide where their clusters take no more waves
+    than the ``tiles`` x 4 CTAs alone (one CTA an SM, as four splits' stages leave); and only where
+    X's stages take the other ranks' parts (``split_k_cluster.landing_fits``)."""
     if not (CLUSTER_SPLIT and split in CLUSTER_SPLITS):
         return 1
-    if split == 4 and (block_n < CLUSTER4_MIN_BLOCK_N or 4 * tiles > sm_count):
-        return 1
+    if split == 4:
+        alone_waves = math.ceil(4 * tiles / sm_count)
+        if block_n < CLUSTER4_MIN_BLOCK_N or cluster4_waves(tiles, sm_count) > alone_waves:
+            return 1
     return split if landing_fits(block_m, block_n, buffer_bytes(block_m, block_k, block_n, stages)[2], split) else 1
+
+
+def cluster4_waves(tiles: int, sm_count: int) -> int:
+    """Waves of ``tiles`` clusters of four CTAs, one CTA an SM: CLUSTER4_SM_SHARE of the SMs hold them."""
+    return math.ceil(tiles / max(1, int(CLUSTER4_SM_SHARE * sm_count) // 4))
 
 
 @functools.lru_cache(maxsize=256)  # asked at every launch, whose host time is the cost (probe_host_time.py)

@@ -44,15 +44,16 @@ spmm_scatter.SLICES_MAX_SPLIT = int(os.environ.get("PROBE_SLICES_MAX", spmm_scat
 # PROBE_CLUSTER=0: two splits meet through L2 (slices), not as a cluster of two CTAs (BENCHMARKS.md 8u).
 spmm_scatter.CLUSTER_SPLIT = os.environ.get("PROBE_CLUSTER", "1") == "1"
 # PROBE_CLUSTER4: time each config with four splits as a cluster of four wherever X's stages take the
-# parts ("always"), through L2 ("never"), or both; unset, the library's rule (``cluster_ctas``).
+# parts ("always"), through L2 ("never"), by the library's rule (``cluster_ctas``: "rule", as unset), or
+# several of these.
 CLUSTER4 = [v for v in os.environ.get("PROBE_CLUSTER4", "").split(",") if v]
 _library_cluster_ctas = spmm_scatter.cluster_ctas
 
 
 def cluster_ctas_as(mode: str):
-    """``spmm_scatter.cluster_ctas`` with four splits' choice forced by ``mode`` ("" keeps the rule)."""
+    """``spmm_scatter.cluster_ctas`` with four splits' choice forced by ``mode`` ("" or "rule": not)."""
     def decide(split, block_m, block_k, block_n, stages, tiles, sm_count):
-        if split != 4 or not mode:
+        if split != 4 or mode in ("", "rule"):
             return _library_cluster_ctas(split, block_m, block_k, block_n, stages, tiles, sm_count)
         x_bytes = spmm_scatter.buffer_bytes(block_m, block_k, block_n, stages)[2]
         fits = spmm_scatter.landing_fits(block_m, block_n, x_bytes, 4)

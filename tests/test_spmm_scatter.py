@@ -251,13 +251,16 @@ CLUSTER_CONFIGS = [scatter_config(*c) for c in ((64, 128, 128, 2, 4), (128, 64, 
 def test_cluster_configs_run_as_clusters():
     """Each config of the GPU test below runs its splits as one cluster (on the test's shapes); four
     splits on a tile whose X stages cannot take three quarters of it and the mbarrier, on a narrow
-    tile, or more CTAs than SMs, meet through L2."""
+    tile, or where their clusters would take more waves than their CTAs alone, meet through L2."""
     for c in CLUSTER_CONFIGS:
         ctas = spmm_scatter.cluster_ctas(c.split_k, c.rows, c.nnz_step, c.block_n, c.num_stages, 20, 132)
         assert ctas == c.split_k, c
     assert spmm_scatter.cluster_ctas(4, 128, 64, 128, 3, 20, 132) == 1  # 48 KB of X for 48 KB of parts + 8
     assert spmm_scatter.cluster_ctas(4, 64, 64, 16, 4, 20, 132) == 1  # N = 16: the adds ran faster (8v)
-    assert spmm_scatter.cluster_ctas(4, 64, 64, 64, 4, 34, 132) == 1  # 136 CTAs on 132 SMs: the adds (8v)
+    # Clusters of four where they take no more waves than the CTAs alone (8w): 28 of them a wave on
+    # 132 SMs; 32 take two waves where 128 CTAs take one; 48 two waves either way; 64 three against two.
+    for tiles, ctas in ((28, 4), (32, 1), (34, 4), (48, 4), (56, 4), (64, 1), (80, 4)):
+        assert spmm_scatter.cluster_ctas(4, 64, 64, 64, 4, tiles, 132) == ctas, tiles
     assert spmm_scatter.cluster_ctas(2, 64, 64, 64, 4, 1000, 132) == 2
     assert spmm_scatter.cluster_ctas(2, 64, 64, 16, 4, 20, 132) == 2
     assert spmm_scatter.cluster_ctas(8, 64, 64, 64, 4, 20, 132) == 1
