@@ -37,11 +37,11 @@ except ImportError:  # pragma: no cover - depends on the installed Triton
 
 @triton.constexpr_function
 def replicated(rank, ctas):
-    """The CGA bases of a rank-``rank`` layout whose tensor each of ``ctas`` CTAs (1, 2, 4 or 8;
-    True: 2) holds whole. Built here, not in the kernel: a list literal there becomes a Triton tuple,
-    which Gluon 3.6 cannot compare with the lists its derived layouts carry. (No helper: a constexpr
+    """The CGA bases of a rank-``rank`` layout whose tensor each of ``ctas`` CTAs (1, 2, 4 or 8)
+    holds whole. Built here, not in the kernel: a list literal there becomes a Triton tuple, which
+    Gluon 3.6 cannot compare with the lists its derived layouts carry. (No helper: a constexpr
     function may call no plain function.)"""
-    ctas = 2 if ctas is True else 1 if ctas is False else int(ctas)
+    ctas = int(ctas)
     if ctas not in (1, 2, 4, 8):
         raise ValueError(f"a cluster of {ctas} CTAs: 1, 2, 4 or 8")
     return [[0] * rank for _ in range(ctas.bit_length() - 1)]

@@ -134,10 +134,10 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
     pid_m = gl.program_id(0)  # the cluster's id: one band
     pid_k = cluster_rank(num_warps)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                         instr_shape=[16, BN, 16], cga_layout=replicated(2, True).value)
+                                                         instr_shape=[16, BN, 16], cga_layout=replicated(2, 2).value)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES + EARLY, BK, BN], x_desc.layout)
-    bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, True).value)
+    bar_layout: gl.constexpr = mbarrier.MBarrierLayout(cga_layout=replicated(1, 2).value)
     bars = gl.allocate_shared_memory(gl.int64, [STAGES + EARLY, 1], bar_layout)
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)

@@ -12,7 +12,6 @@ import math
 
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels.spmm import SpMMConfig
-from stuning.kernels.spmm_scatter import buffer_bytes
 from stuning.tuning.cost_model.base import (
     LAUNCH_US,
     CostTerms,
@@ -111,7 +110,7 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
     l2 = a_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
     mma_us = 2.0 * m_tiles * bm * k_tiles * bk * n_tiles * bn / (device.tensor_rate(f.dtype) * 1e-6)
     threads = 32 * cfg.num_warps
-    _, a_smem, x_smem = buffer_bytes(bm, bk, bn, cfg.num_stages)
+    _, a_smem, x_smem = scatter_kernel.buffer_bytes(bm, bk, bn, cfg.num_stages)
     programs = m_tiles * n_tiles * split
     launch = launch_shape(programs, threads, 32 + bm * bn // threads, a_smem + x_smem, device)
     sm_tensor_rate = device.tensor_rate(f.dtype) / device.sm_count * 1e-6  # flops a microsecond
