@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 from stuning.kernels import sddmm_tiled
-from stuning.kernels.target import DeviceBudget, check_device, device_budget, interpreting
+from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -43,23 +43,14 @@ def _sddmm_kernel(
     stride_bn,
     alpha,
     beta,
-    # A's and B's 128-byte lines, asked of L2 spread over the programs (PREFETCH_LINES a program)
-    a_lines,
-    b_lines,
     # template parameters
     NNZ_BLOCK: tl.constexpr,
     BLOCK_K: tl.constexpr,
     VEC: tl.constexpr,
     EVEN_K: tl.constexpr,
     HAS_BETA: tl.constexpr,
-    PREFETCH_LINES: tl.constexpr,
-    LINE_ELEMS: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if PREFETCH_LINES > 0:
-        # A's rows and B's columns are read only once the mask's indices arrive: asked of L2 now,
-        # they come from there rather than from DRAM (the inputs start cold) at the end of that wait.
-        _prefetch_l2(a_ptr, b_ptr, a_lines, b_lines, pid, PREFETCH_LINES, LINE_ELEMS)
     offs = pid.to(tl.int64) * NNZ_BLOCK + tl.arange(0, NNZ_BLOCK)
     ok = offs < nnz
     rows = tl.load(row_ptr + offs, mask=ok, other=0).to(tl.int64)
@@ -83,23 +74,6 @@ def _sddmm_kernel(
     if HAS_BETA:
         result += beta * tl.load(mask_val_ptr + offs, mask=ok, other=0.0).to(tl.float32)
     tl.store(out_ptr + offs, result.to(out_ptr.dtype.element_ty), mask=ok)
-
-
-@triton.jit
-def _prefetch_l2(a_ptr, b_ptr, a_lines, b_lines, pid, LINES: tl.constexpr, LINE: tl.constexpr):
-    """Ask L2 for lines pid * LINES .. of A's bytes followed by B's (both dense in memory; LINE
-    elements a line); no register is written, so nothing waits for them."""
-    line = pid * LINES + tl.arange(0, LINES)
-    in_a = line < a_lines
-    ok = line < a_lines + b_lines
-    addr = tl.where(in_a, a_ptr + line.to(tl.int64) * LINE, b_ptr + (line - a_lines).to(tl.int64) * LINE)
-    tl.inline_asm_elementwise(
-        """{
-        .reg .pred p;
-        setp.ne.s32 p, $2, 0;
-        @p prefetch.global.L2 [$1];
-        mov.u32 $0, 0;
-        }""", "=r,l,r", [addr, ok.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 KERNELS = ("gather", "tiled")
@@ -171,7 +145,6 @@ def sddmm(
     config: SDDMMConfig,
     tiles: Callable[[int, int, int], object] | None = None,
     out: torch.Tensor | None = None,
-    prefetch: bool = False,
 ) -> torch.Tensor:
     """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B,
     into ``out`` (the nnz values, contiguous; allocated when None).
@@ -205,7 +178,6 @@ def sddmm(
             tiles_per_program=config.tiles_per_program, out=out,
         )
     grid = (triton.cdiv(nnz, config.nnz_block),)
-    a_lines, b_lines, lines = _prefetch_plan(a, b, grid[0]) if prefetch else (0, 0, 0)
     _sddmm_kernel[grid](
         row_ids,
         col,
@@ -221,32 +193,15 @@ def sddmm(
         b.stride(1),
         float(alpha),
         float(beta),
-        a_lines,
-        b_lines,
         NNZ_BLOCK=config.nnz_block,
         BLOCK_K=config.block_k,
         VEC=config.vec,
         EVEN_K=k % config.block_k == 0,
         HAS_BETA=beta != 0,
-        PREFETCH_LINES=lines,
-        LINE_ELEMS=128 // a.element_size(),
         num_warps=config.num_warps,
         num_stages=config.num_stages,
     )
     return out
-
-
-def _prefetch_plan(a: torch.Tensor, b: torch.Tensor, programs: int) -> tuple[int, int, int]:
-    """(A's lines, B's lines, lines a program asks for, a power of two); no prefetch (zeros) in the
-    interpreter (no PTX) or where A or B is not one dense block of memory."""
-    if interpreting() or not all(_dense_block(t) for t in (a, b)):
-        return 0, 0, 0
-    a_lines, b_lines = (triton.cdiv(t.numel() * t.element_size(), 128) for t in (a, b))
-    return a_lines, b_lines, triton.next_power_of_2(triton.cdiv(a_lines + b_lines, programs))
-
-
-def _dense_block(t: torch.Tensor) -> bool:
-    return t.is_contiguous() or t.t().is_contiguous()
 
 
 def _check_out(out: torch.Tensor | None, nnz: int, a: torch.Tensor) -> torch.Tensor:
