@@ -14,6 +14,12 @@ policies (a distance and a limit, the model past it) are then scored offline: pe
 geomean and the worst of its pick's time over the own config's, and how often it fell back.
 
     python3 scripts/bench_lookup.py [--op spmm] [--seconds 400] [--dtypes float16,float32] [--out DIR]
+    python3 scripts/bench_lookup.py --op sddmm --natural-rows    # masks as thresholding makes them
+
+``--natural-rows`` (SDDMM): each entry's problem is rebuilt with every element of the mask kept
+independently (row lengths binomial, as a thresholded random or attention mask has them, where the
+shipped entries' masks have even rows). Such a problem keys apart from the entry it was built from
+(its row skew differs), so nothing is left out: that entry is "own", and every entry is a neighbour.
 
 Writes ``lookup.csv`` (one row per entry and candidate) and ``policies.csv`` under ``--out`` (or
 $OUT); prints the policy table last. ``TRITON_INTERPRET=1 python3 scripts/bench_lookup.py --smoke 3``
@@ -53,9 +59,11 @@ NEAREST_K = 3
 POLICIES = (*METRICS, f"{NEAREST_K}-model")
 
 
-def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: int | None = None):
-    """(run, reference) on random inputs with the entry's sizes (each at most ``cap``), density and
-    row skew; for SpMM also its B layout and row padding."""
+def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: int | None = None,
+            natural_rows: bool = False):
+    """(run, reference, features) on random inputs with the entry's sizes (each at most ``cap``),
+    density and row skew; for SpMM also its B layout and row padding. ``natural_rows`` (SDDMM): each
+    element of the mask kept independently, and the features those of the mask made."""
     from stuning.formats import CSRMatrix
     from stuning.matrices import random_sparse
     from stuning.suite import SDDMMCase
@@ -64,10 +72,12 @@ def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: in
     from stuning.tuning.registry import TORCH_DTYPES
 
     m, k, n = (min(int(features[f]), cap or math.inf) for f in SIZES)
+    if op == "sddmm" and natural_rows:
+        return natural_sddmm(m, n, k, features["density"], dtype, seed, device)
     if op == "sddmm":  # every shipped SDDMM entry has even rows, as the suite's masks
         short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}[dtype]  # the suite's names
         problem = build_problem(SDDMMCase(m, n, k, 1.0 - features["density"], short), device=device, seed=seed)
-        return problem.run, problem.reference
+        return problem.run, problem.reference, features
     dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device=device).manual_seed(seed)
     dense = random_sparse(m, k, 1.0 - features["density"], skew_cv=features["row_cv"], dtype=dt, device=device,
@@ -76,23 +86,53 @@ def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: in
     shape = (n, k) if features.get("b_t") else (k, n)
     b = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
     b = b.t() if features.get("b_t") else b
-    return (lambda c, out=None: launch_spmm(a, b, c, out=out)), dense.float() @ b.float()
+    return (lambda c, out=None: launch_spmm(a, b, c, out=out)), dense.float() @ b.float(), features
 
 
-def candidates(key: str, entry, entries: dict, model, fam) -> dict[str, object]:
-    """label -> config for one left-out entry: its own, the model's, each metric's nearest other."""
-    features = ProblemFeatures(entry.op, entry.dtype, entry.features)
+def natural_sddmm(m: int, n: int, k: int, density: float, dtype: str, seed: int, device: str):
+    """An SDDMM problem whose mask keeps each element with probability ``density``: (run, reference,
+    features of that mask)."""
+    import functools
+
+    from stuning.kernels import sddmm as sddmm_kernel
+
+    from stuning.formats import CSRMatrix, output_tiles
+    from stuning.tuning.features import sddmm_features
+    from stuning.tuning.registry import TORCH_DTYPES
+
+    dt = TORCH_DTYPES[dtype]
+    gen = torch.Generator(device=device).manual_seed(seed)
+    keep = torch.rand(m, n, generator=gen, device=device) < density
+    mask = CSRMatrix.from_dense(torch.where(keep, torch.randn(m, n, generator=gen, device=device), 0.0).to(dt))
+    a = torch.randn(m, k, generator=gen, device=device).to(dt)
+    b = torch.randn(n, k, generator=gen, device=device).to(dt).t()  # K contiguous, as the suite's
+    row_ids, tiles = mask.row_ids(), functools.partial(output_tiles, mask)
+    ref = (a.float() @ b.float())[row_ids.long(), mask.col.long()]
+
+    def run(c, out=None):
+        return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c, tiles=tiles,
+                                  out=out)
+
+    return run, ref, sddmm_features(mask, k, dt).values
+
+
+def candidates(key: str, entry, entries: dict, model, fam, features: dict | None = None) -> dict[str, object]:
+    """label -> config for one entry's problem: the entry's own, the model's, each metric's nearest
+    other entry. ``features``: the problem's, where they are not the entry's (natural rows); then
+    every entry, the own one too, is a neighbour."""
+    values = entry.features if features is None else features
+    features = ProblemFeatures(entry.op, entry.dtype, values)
     out = {"own": fam.repair(fam.config_from_dict(entry.config), features),
            "model": model.rank(features, fam.space(features))[0][0]}
-    others = {k: e for k, e in entries.items() if k != key and e.dtype == entry.dtype}
+    others = {k: e for k, e in entries.items() if (k != key or values is not entry.features) and e.dtype == entry.dtype}
     for name, how in METRICS.items():
-        dist, other = min(((feature_distance(entry.features, e.features, how), k) for k, e in others.items()),
+        dist, other = min(((feature_distance(values, e.features, how), k) for k, e in others.items()),
                           default=(None, None))
         if other is not None:
             out[f"near:{name}"] = fam.repair(fam.config_from_dict(others[other].config), features)
             out[f"dist:{name}"] = dist
     how = NEAREST_FEATURES[entry.op]
-    nearest = sorted((feature_distance(entry.features, e.features, how), k) for k, e in others.items())[:NEAREST_K]
+    nearest = sorted((feature_distance(values, e.features, how), k) for k, e in others.items())[:NEAREST_K]
     if nearest:
         configs = [fam.repair(fam.config_from_dict(others[k].config), features) for _, k in nearest]
         out[f"near:{NEAREST_K}-model"] = model.rank(features, configs)[0][0]
@@ -155,7 +195,11 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="float16,float32")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
+    ap.add_argument("--natural-rows", action="store_true",
+                    help="SDDMM: masks with each element kept independently (see the module docstring)")
     args = ap.parse_args(argv)
+    if args.natural_rows and args.op != "sddmm":
+        ap.error("--natural-rows rebuilds SDDMM masks only")
     if not torch.cuda.is_available() and not args.smoke:
         print("bench_lookup.py: no CUDA device (it times configs)")
         return 0
@@ -182,9 +226,10 @@ def main(argv=None) -> int:
     rows = []
     for i, key in within_seconds(order, args.seconds):
         entry = entries[key]
-        found = candidates(key, entry, entries, model, fam)
-        run, ref = rebuild(args.op, entry.features, entry.dtype, seed=i, device=device, cap=cap)
-        problem = Problem(None, ProblemFeatures(args.op, entry.dtype, entry.features), run, ref, {})
+        run, ref, values = rebuild(args.op, entry.features, entry.dtype, seed=i, device=device, cap=cap,
+                                   natural_rows=args.natural_rows)
+        found = candidates(key, entry, entries, model, fam, values if args.natural_rows else None)
+        problem = Problem(None, ProblemFeatures(args.op, entry.dtype, values), run, ref, {})
         objective = KernelObjective(problem, timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
         timed = {}
         for label, config in found.items():

@@ -499,6 +499,28 @@ def test_spmm_lookup_weighs_density_as_a_ratio_and_skew_by_difference(tmp_path, 
     assert found.how == "nearest" and found.entry.config == {"key": wanted}
 
 
+@pytest.mark.parametrize("density, row_cv, wanted", [
+    # A 95% mask thresholded at random (binomial rows: cv 0.14 at L = 1024) beside the even-row
+    # entries: in log2(1 + x) the 98% entry was the nearer (BENCHMARKS.md 8x: its config 1.49x slower).
+    (0.05, 0.14, "density=0.05"),
+    (0.02, 0.21, "density=0.02"),
+    (0.1, 0.09, "density=0.1"),
+])
+def test_sddmm_lookup_takes_the_same_density_over_the_same_skew(tmp_path, density, row_cv, wanted):
+    from stuning.tuning.features import NEAREST_FEATURES, NEAREST_MAX_DISTANCE
+
+    db = open_db(tmp_path)
+    shape = {"m": 1024, "n": 1024, "k": 64}
+    for stored_density, stored_cv in ((0.1, 0.006), (0.05, 0.0098), (0.02, 0.024)):
+        key = f"density={stored_density}"
+        db.put(entry(op="sddmm", config={"key": key}, features={**shape, "density": stored_density,
+                                                                "row_cv": stored_cv}), key)
+    query = {**shape, "density": density, "row_cv": row_cv}
+    found = db.lookup("sddmm", "float16", "q", query, max_distance=NEAREST_MAX_DISTANCE["sddmm"],
+                      feature_names=NEAREST_FEATURES["sddmm"])
+    assert found.how == "nearest" and found.entry.config == {"key": wanted}
+
+
 def test_lookup_never_crosses_op_or_dtype_width(tmp_path):
     db = open_db(tmp_path)
     features = {"m": 4096, "k": 4096, "n": 128}
