@@ -16,10 +16,11 @@ geomean and the worst of its pick's time over the own config's, and how often it
     python3 scripts/bench_lookup.py [--op spmm] [--seconds 400] [--dtypes float16,float32] [--out DIR]
     python3 scripts/bench_lookup.py --op sddmm --natural-rows    # masks as thresholding makes them
 
-``--natural-rows`` (SDDMM): each entry's problem is rebuilt with every element of the mask kept
-independently (row lengths binomial, as a thresholded random or attention mask has them, where the
-shipped entries' masks have even rows). Such a problem keys apart from the entry it was built from
-(its row skew differs), so nothing is left out: that entry is "own", and every entry is a neighbour.
+``--natural-rows``: each entry's problem is rebuilt with every element of its sparse matrix (SDDMM:
+its mask) kept independently, so row lengths are binomial, as thresholding (magnitude pruning, a
+random attention mask) leaves them, where the entries' matrices have even or skewed rows. Such a
+problem keys apart from the entry it was built from (its row skew differs), so nothing is left out:
+that entry is "own", and every entry is a neighbour.
 
 Writes ``lookup.csv`` (one row per entry and candidate) and ``policies.csv`` under ``--out`` (or
 $OUT); prints the policy table last. ``TRITON_INTERPRET=1 python3 scripts/bench_lookup.py --smoke 3``
@@ -62,11 +63,12 @@ POLICIES = (*METRICS, f"{NEAREST_K}-model")
 def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: int | None = None,
             natural_rows: bool = False):
     """(run, reference, features) on random inputs with the entry's sizes (each at most ``cap``),
-    density and row skew; for SpMM also its B layout and row padding. ``natural_rows`` (SDDMM): each
-    element of the mask kept independently, and the features those of the mask made."""
+    density and row skew; for SpMM also its B layout and row padding. ``natural_rows``: each element of
+    the sparse matrix (SDDMM's mask) kept independently, and the features those of the matrix made."""
     from stuning.formats import CSRMatrix
     from stuning.matrices import random_sparse
     from stuning.suite import SDDMMCase
+    from stuning.tuning.features import spmm_features
     from stuning.tuning.launch import launch_spmm
     from stuning.tuning.problems import build_problem
     from stuning.tuning.registry import TORCH_DTYPES
@@ -80,12 +82,18 @@ def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: in
         return problem.run, problem.reference, features
     dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device=device).manual_seed(seed)
-    dense = random_sparse(m, k, 1.0 - features["density"], skew_cv=features["row_cv"], dtype=dt, device=device,
-                          generator=gen)
+    if natural_rows:
+        keep = torch.rand(m, k, generator=gen, device=device) < features["density"]
+        dense = torch.where(keep, torch.randn(m, k, generator=gen, device=device), 0.0).to(dt)
+    else:
+        dense = random_sparse(m, k, 1.0 - features["density"], skew_cv=features["row_cv"], dtype=dt, device=device,
+                              generator=gen)
     a = CSRMatrix.from_dense(dense, pad_to=int(features.get("pad_to", 1)))
     shape = (n, k) if features.get("b_t") else (k, n)
     b = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
     b = b.t() if features.get("b_t") else b
+    if natural_rows:
+        features = spmm_features(a, n, dt, b_transposed=bool(features.get("b_t"))).values
     return (lambda c, out=None: launch_spmm(a, b, c, out=out)), dense.float() @ b.float(), features
 
 
@@ -196,10 +204,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
     ap.add_argument("--natural-rows", action="store_true",
-                    help="SDDMM: masks with each element kept independently (see the module docstring)")
+                    help="each element of the sparse matrix kept independently (see the module docstring)")
     args = ap.parse_args(argv)
-    if args.natural_rows and args.op != "sddmm":
-        ap.error("--natural-rows rebuilds SDDMM masks only")
     if not torch.cuda.is_available() and not args.smoke:
         print("bench_lookup.py: no CUDA device (it times configs)")
         return 0

@@ -14,7 +14,7 @@ from stuning.kernels.target import H100_BUDGET
 from stuning.cli.main import main as cli_main
 from stuning.db import DBEntry, Environment, TimedConfig, TuningDB
 from stuning.suite import SpMMCase
-from stuning.tuning.coverage import KERNELS_JOINED, KERNELS_REBUILT, untried_kernels
+from stuning.tuning.coverage import CONFIGS_RERANKED, KERNELS_JOINED, KERNELS_REBUILT, untried_kernels
 from stuning.tuning.driver import entry_problem, seeds_from_db
 from stuning.tuning.features import synthetic_spmm_features
 from stuning.tuning.problems import spmm_problem
@@ -96,16 +96,37 @@ def test_a_kernel_rebuilt_since_counts_as_untried_where_another_won(scatter_in_s
     before = spmm_entry(kernels=searched, updated="2026-11-25T01:00:00+00:00")
     assert untried_kernels(before, H100_BUDGET) == ["scatter"]
     assert untried_kernels(spmm_entry(kernels=searched, updated=SCATTER_REBUILT), H100_BUDGET) == []
-    # Its config won on the old form and runs on the new one: nothing to search again for.
-    won = dataclasses.replace(before, best=TimedConfig({"kernel": "scatter"}, 20.0))
+    # Its config won on the old form and runs on the new one: nothing to search again for (unless a
+    # later launch change re-ranked its configs: the next test).
+    won = dataclasses.replace(before, best=TimedConfig({"kernel": "scatter"}, 20.0),
+                              updated=CONFIGS_RERANKED["spmm"]["scatter"][0])
     assert untried_kernels(won, H100_BUDGET) == []
+
+
+@pytest.mark.parametrize("n, listed", [(16, False), (64, True), (128, True), (512, True), (2048, False)])
+def test_a_kernel_whose_configs_were_reranked_counts_as_untried_where_it_won(scatter_in_space, n, listed):
+    # The four-split clusters (BENCHMARKS.md 8v-8x) re-ranked the scatter kernel's own configs at N
+    # tiles of 64 and up with few bands: an entry it won before them is searched again, at those N.
+    searched = ["csr", "scatter", "sell"]
+    reranked = CONFIGS_RERANKED["spmm"]["scatter"][0]
+    features = dict(synthetic_spmm_features(768, 3072, n, 0.1, torch.float16).values)
+
+    def entry(kernel, updated):
+        return dataclasses.replace(spmm_entry(kernels=searched, updated=updated), features=features,
+                                   best=TimedConfig({"kernel": kernel}, 9.6))
+
+    before = "2026-11-25T12:00:00+00:00"
+    assert untried_kernels(entry("scatter", before), H100_BUDGET) == (["scatter"] if listed else [])
+    assert untried_kernels(entry("scatter", reranked), H100_BUDGET) == []
+    assert "scatter" not in untried_kernels(entry("csr", reranked), H100_BUDGET)
 
 
 def test_sliced_ell_counts_as_rebuilt_only_where_it_cuts_rows(scatter_in_space, monkeypatch):
     # Its rebuild cut rows longer than CUT_SLACK x the mean: skewed entries from before it are listed
     # unless sliced ELL won; entries whose rows it would not cut are not. (The scatter kernel's later
-    # rebuild left out: it would list them all.)
+    # rebuild and re-ranking left out: they would list them all.)
     monkeypatch.delitem(KERNELS_REBUILT["spmm"], "scatter")
+    monkeypatch.delitem(CONFIGS_RERANKED["spmm"], "scatter")
     sell_rebuilt = KERNELS_REBUILT["spmm"]["sell"]
     searched = ["csr", "scatter", "sell"]
     before = "2026-11-25T15:00:00+00:00"

@@ -11,6 +11,8 @@ A kernel rebuilt to run faster under the same configs (no new kernel revision: i
 results stay valid) lost its searches to other kernels on times it no longer runs at. An entry
 updated before the rebuild whose best is another kernel counts that kernel as untried too, where
 the rebuild changed the entry's problem (``REBUILT_FOR``: sliced ELL's cut rows, only skewed ones).
+A launch change that re-ranked a kernel's own configs (``CONFIGS_RERANKED``) counts that kernel as
+untried for entries it won before the change, on the problems the change touched.
 
 Whether a kernel is in a problem's space depends on the device and on this installation (the Gluon
 kernels need sm_90 and Triton 3.6), so which kernels an entry never tried depends on the machine
@@ -59,6 +61,23 @@ REBUILT_FOR: dict[str, dict[str, Callable[[dict], bool]]] = {
 }
 
 
+def _four_split_clusters(features: dict) -> bool:
+    return 64 <= features.get("n", 0) <= 512
+
+
+# Launch changes that re-ranked a kernel's own configs, not only its time against other kernels'
+# (UTC, the commit; and the problems it changed): an entry updated before one whose best is that
+# kernel counts it as untried too, so `db untried` lists it and `tune --untried` searches it again.
+# The scatter kernel's four K splits as a cluster of four (8v, 61769b5) made four-split configs
+# faster where N tiles are 64 and up and the bands few: on the H200 a thresholded 768 x 3072 weight at
+# N = 128, 90% zeros, ran 6.2 us on an even-row entry's four-split config and 9.8 us on its own
+# entry's eight-split one, tuned before the clusters (BENCHMARKS.md 8x). From N = 2048 the bands fill
+# the GPU without splits.
+CONFIGS_RERANKED: dict[str, dict[str, tuple[str, Callable[[dict], bool]]]] = {
+    "spmm": {"scatter": ("2026-11-26T01:19:10+00:00", _four_split_clusters)},
+}
+
+
 def space_kernels(space) -> tuple[str, ...]:
     """The kernels a config space holds, sorted (the database records them with each entry)."""
     return tuple(sorted({c.kernel for c in space}))
@@ -85,6 +104,10 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     touched = REBUILT_FOR.get(entry.op, {})
     older = {k for k in current if k in rebuilt and updated < parse_timestamp(rebuilt[k])
              and entry.best.config.get("kernel") != k and touched.get(k, lambda f: True)(entry.features)}
+    best = entry.best.config.get("kernel")
+    reranked = CONFIGS_RERANKED.get(entry.op, {}).get(best)
+    if best in current and reranked and updated < parse_timestamp(reranked[0]) and reranked[1](entry.features):
+        older.add(best)
     return sorted(never | older)
 
 
