@@ -124,15 +124,16 @@ def natural_sddmm(m: int, n: int, k: int, density: float, dtype: str, seed: int,
     return run, ref, sddmm_features(mask, k, dt).values
 
 
-def candidates(key: str, entry, entries: dict, model, fam, features: dict | None = None) -> dict[str, object]:
+def candidates(key: str, entry, entries: dict, model, fam, problem_values: dict | None = None) -> dict[str, object]:
     """label -> config for one entry's problem: the entry's own, the model's, each metric's nearest
-    other entry. ``features``: the problem's, where they are not the entry's (natural rows); then
-    every entry, the own one too, is a neighbour."""
-    values = entry.features if features is None else features
+    other entry. ``problem_values``: the problem's features, where they are not the entry's (natural
+    rows); then every entry, the own one too, is a neighbour."""
+    keep_own = problem_values is not None
+    values = problem_values if keep_own else entry.features
     features = ProblemFeatures(entry.op, entry.dtype, values)
     out = {"own": fam.repair(fam.config_from_dict(entry.config), features),
            "model": model.rank(features, fam.space(features))[0][0]}
-    others = {k: e for k, e in entries.items() if (k != key or values is not entry.features) and e.dtype == entry.dtype}
+    others = {k: e for k, e in entries.items() if (keep_own or k != key) and e.dtype == entry.dtype}
     for name, how in METRICS.items():
         dist, other = min(((feature_distance(values, e.features, how), k) for k, e in others.items()),
                           default=(None, None))
