@@ -100,28 +100,17 @@ def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: in
 def natural_sddmm(m: int, n: int, k: int, density: float, dtype: str, seed: int, device: str):
     """An SDDMM problem whose mask keeps each element with probability ``density``: (run, reference,
     features of that mask)."""
-    import functools
-
-    from stuning.kernels import sddmm as sddmm_kernel
-
-    from stuning.formats import CSRMatrix, output_tiles
-    from stuning.tuning.features import sddmm_features
+    from stuning.formats import CSRMatrix
+    from stuning.suite import SDDMMCase
+    from stuning.tuning.problems import sddmm_problem_on
     from stuning.tuning.registry import TORCH_DTYPES
 
-    dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device=device).manual_seed(seed)
     keep = torch.rand(m, n, generator=gen, device=device) < density
-    mask = CSRMatrix.from_dense(torch.where(keep, torch.randn(m, n, generator=gen, device=device), 0.0).to(dt))
-    a = torch.randn(m, k, generator=gen, device=device).to(dt)
-    b = torch.randn(n, k, generator=gen, device=device).to(dt).t()  # K contiguous, as the suite's
-    row_ids, tiles = mask.row_ids(), functools.partial(output_tiles, mask)
-    ref = (a.float() @ b.float())[row_ids.long(), mask.col.long()]
-
-    def run(c, out=None):
-        return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c, tiles=tiles,
-                                  out=out)
-
-    return run, ref, sddmm_features(mask, k, dt).values
+    mask = torch.where(keep, torch.randn(m, n, generator=gen, device=device), 0.0).to(TORCH_DTYPES[dtype])
+    short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}[dtype]  # the suite's names
+    problem = sddmm_problem_on(SDDMMCase(m, n, k, 1.0 - density, short), CSRMatrix.from_dense(mask), gen)
+    return problem.run, problem.reference, problem.features.values
 
 
 def candidates(key: str, entry, entries: dict, model, fam, problem_values: dict | None = None) -> dict[str, object]:

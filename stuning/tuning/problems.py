@@ -71,6 +71,26 @@ def spmm_problem(case: SpMMCase, *, device=None, seed: int = 0, b_transposed: bo
                    lambda: dense @ b, new_output)
 
 
+def sddmm_problem_on(case: SDDMMCase, mask: CSRMatrix, gen: torch.Generator) -> Problem:
+    """The SDDMM ``case`` on a given ``mask`` (its m x n, on the generator's device), random A and B."""
+    dtype, device = case.torch_dtype, mask.device
+    a = torch.randn(case.m, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype)
+    # B as the transpose of an (n x k) matrix: K-contiguous columns, as attention's K^T is.
+    b = torch.randn(case.n, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype).t()
+    rows, cols = mask.row_ids().long(), mask.col.long()
+    ref = (a.float() @ b.float())[rows, cols]
+    row_ids = mask.row_ids()
+    # The tiled kernel's tiles are built on its first run (the objective's check, untimed) and cached.
+    tiles = functools.partial(output_tiles, mask)
+
+    def run(c, out=None):
+        return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
+                                  tiles=tiles, out=out)
+
+    return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b},
+                   lambda: a @ b)
+
+
 def build_problem(case, *, device=None, seed: int = 0) -> Problem:
     """Random inputs shaped by ``case`` (a suite case) on ``device``, and how to run them."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -80,22 +100,7 @@ def build_problem(case, *, device=None, seed: int = 0) -> Problem:
         return spmm_problem(case, device=device, seed=seed)
     if isinstance(case, SDDMMCase):
         mask_dense = random_sparse(case.m, case.n, case.sparsity, dtype=dtype, device=device, generator=gen)
-        mask = CSRMatrix.from_dense(mask_dense)
-        a = torch.randn(case.m, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype)
-        # B as the transpose of an (n x k) matrix: K-contiguous columns, as attention's K^T is.
-        b = torch.randn(case.n, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype).t()
-        rows, cols = mask.row_ids().long(), mask.col.long()
-        ref = (a.float() @ b.float())[rows, cols]
-        row_ids = mask.row_ids()
-        # The tiled kernel's tiles are built on its first run (the objective's check, untimed) and cached.
-        tiles = functools.partial(output_tiles, mask)
-
-        def run(c, out=None):
-            return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
-                                      tiles=tiles, out=out)
-
-        return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b},
-                       lambda: a @ b)
+        return sddmm_problem_on(case, CSRMatrix.from_dense(mask_dense), gen)
     if isinstance(case, Semi24Case):
         w_dense = random_semi24(case.m, case.k, dtype=dtype, device=device, generator=gen)
         w = Semi24Matrix.from_dense(w_dense)
