@@ -63,7 +63,7 @@ def landing_fits(block_m: int, block_n: int, x_bytes: int, ctas: int) -> bool:
 if gluon is not None:
 
     @gluon.jit
-    def _every_thread(asm: gl.constexpr, num_warps: gl.constexpr, CTAS: gl.constexpr = 2):
+    def _every_thread(asm: gl.constexpr, num_warps: gl.constexpr, CTAS: gl.constexpr):
         """``asm`` (statements of no operands) on every thread; its value, %cluster_ctarank."""
         layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0], cga_layout=replicated(1, CTAS).value)
         return gl.inline_asm_elementwise("{\n" + asm + "\nmov.u32 $0, %cluster_ctarank;\n}", "=r,r",
@@ -71,7 +71,7 @@ if gluon is not None:
                                          is_pure=False, pack=1)
 
     @gluon.jit
-    def cluster_rank(num_warps: gl.constexpr, CTAS: gl.constexpr = 2):
+    def cluster_rank(num_warps: gl.constexpr, CTAS: gl.constexpr):
         """This CTA's rank in its cluster of CTAS: with ``num_ctas`` = CTAS, ``program_id(0)`` is the
         cluster's id."""
         return gl.max(_every_thread("", num_warps, CTAS), axis=0)
@@ -92,7 +92,7 @@ if gluon is not None:
         return ((reg // 4) * (8 * PART) + thread * 4 + reg % 4) * 4
 
     @gluon.jit
-    def landing_barrier(x_smem, X_BYTES: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, CTAS: gl.constexpr = 2):
+    def landing_barrier(x_smem, X_BYTES: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, CTAS: gl.constexpr):
         """The exchange's mbarrier in X's stages (X_BYTES of them), right after the CTAS - 1 parts it
         takes in; X_BYTES + the offset of ``x_smem`` name it to ``exchange_parts``."""
         PARTS_BYTES: gl.constexpr = (CTAS - 1) * (BM // CTAS) * BN * 4
@@ -101,7 +101,7 @@ if gluon is not None:
         return x_smem._reinterpret(gl.int64, [X_BYTES // 8, 1], bar_layout).index(PARTS_BYTES // 8)
 
     @gluon.jit
-    def exchange_ready(bar, num_warps: gl.constexpr, CTAS: gl.constexpr = 2):
+    def exchange_ready(bar, num_warps: gl.constexpr, CTAS: gl.constexpr):
         """Initialise the exchange's mbarrier and tell the other ranks (cluster arrive; the matching
         wait is ``exchange_parts``')."""
         mbarrier.init(bar, count=1)
@@ -110,7 +110,7 @@ if gluon is not None:
 
     @gluon.jit
     def exchange_parts(acc, bar, rank, DATA_BYTE: gl.constexpr, BAR_BYTE: gl.constexpr, BM: gl.constexpr,
-                       BN: gl.constexpr, num_warps: gl.constexpr, CTAS: gl.constexpr = 2):
+                       BN: gl.constexpr, num_warps: gl.constexpr, CTAS: gl.constexpr):
         """Sum the cluster's fp32 tiles ``acc`` (BM x BN, a wgmma accumulator): returns the sum, whose
         rows ``rank`` BM / CTAS .. are this rank's to write, and the mask of those rows. The other
         ranks' parts land from byte DATA_BYTE of the kernel's shared memory ((CTAS - 1) BM / CTAS x BN

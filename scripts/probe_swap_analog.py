@@ -132,7 +132,7 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
     X's, the mbarrier (one more of ``bars``) initialised and the cluster arrive before the loop.
     PAIRS: Y stored 32 bits at a time, else 16."""
     pid_m = gl.program_id(0)  # the cluster's id: one band
-    pid_k = cluster_rank(num_warps)
+    pid_k = cluster_rank(num_warps, 2)
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                          instr_shape=[16, BN, 16], cga_layout=replicated(2, 2).value)
     a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
@@ -146,18 +146,18 @@ def _axb_kernel(a_desc, x_desc, y_ptr, M, N, K_TILES, A_ROWS, BM: gl.constexpr, 
     X_BYTES: gl.constexpr = (STAGES + EARLY) * BK * BN * 2
     X_OFFSET: gl.constexpr = 0 if X_BYTES > A_BYTES else A_BYTES
     if EARLY:
-        exchange_ready(bars.index(STAGES), num_warps)
+        exchange_ready(bars.index(STAGES), num_warps, 2)
     steps = gl.cdiv(K_TILES - pid_k, 2)
     a_row = (pid_m * BM) % A_ROWS
     acc = gl.zeros((BM, BN), gl.float32, acc_layout)
     acc = _ax_steps(a_desc, x_desc, bars, a_smem, x_smem, acc, steps, a_row, pid_k, 2, BM, BK, BN, STAGES, 0)
     if EARLY:
         acc, mine = exchange_parts(acc, bars.index(STAGES), pid_k, X_OFFSET + STAGES * BK * BN * 2,
-                                    A_BYTES + X_BYTES + STAGES * 8, BM, BN, num_warps)
+                                    A_BYTES + X_BYTES + STAGES * 8, BM, BN, num_warps, 2)
     else:
-        bar = landing_barrier(x_smem, X_BYTES, BM, BN)
-        exchange_ready(bar, num_warps)
-        acc, mine = exchange_parts(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps)
+        bar = landing_barrier(x_smem, X_BYTES, BM, BN, 2)
+        exchange_ready(bar, num_warps, 2)
+        acc, mine = exchange_parts(acc, bar, pid_k, X_OFFSET, X_OFFSET + BM * BN * 2, BM, BN, num_warps, 2)
     rows = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
     offs_n = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
     store_rows(y_ptr + rows[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mine, PAIRS)
