@@ -1,14 +1,15 @@
 """The cost model's pick over a whole SpMM config space, with its effects capped in different ways,
-timed against each entry's tuned config on the GPU (BENCHMARKS.md 8p).
+timed against each entry's tuned config on the GPU (BENCHMARKS.md 8p; ``--dtype`` other than fp16: 8y).
 
 ``scripts/bench_lookup.py`` times the model's pick as the library makes it; this times the picks of
 variants of ``Coefficients.effect_offset`` on the same problems, in the same run: the summed effects
 uncapped, capped at ``EFFECT_CAP`` values, and capped except each kernel's own effect
-('kernel=scatter'). For every measured fp16 SpMM entry of the database it rebuilds the problem
-(bench_lookup.rebuild), checks every config against the fp32 reference before timing it, and
-prints per variant the geomean and the worst of its pick's time over the entry's own config's.
+('kernel=scatter'). For every measured SpMM entry of the database in ``--dtype`` (fp16 unless
+given) it rebuilds the problem (bench_lookup.rebuild), checks every config against the fp32
+reference before timing it, and prints per variant the geomean and the worst of its pick's time over
+the entry's own config's.
 
-    python3 scripts/probe_model_cap.py [--seconds 330] [--variants uncapped,cap0.2,...] [--out DIR]
+    python3 scripts/probe_model_cap.py [--seconds 330] [--variants uncapped,cap0.2,...] [--dtype float32] [--out DIR]
 
 Writes ``variants.csv`` (one row per entry and variant) under ``--out`` (or $OUT).
 ``TRITON_INTERPRET=1 python3 scripts/probe_model_cap.py --smoke 2`` runs two entries on the CPU at
@@ -57,6 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated: uncapped, cap<X>, "
                     "cap<X>-beside-kernel")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"),
+                    help="the entries' dtype")
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
     args = ap.parse_args(argv)
     variants = {label: variant(label) for label in args.variants.split(",")}
@@ -74,7 +77,7 @@ def main(argv=None) -> int:
     model = model_for(db, target_spec("nvidia-h200"))
     fam = family("spmm")
     entries = {k: e for k, e in db.entries(include_stale=bool(args.smoke)).items()
-               if e.measured and e.op == "spmm" and e.dtype == "float16"}
+               if e.measured and e.op == "spmm" and e.dtype == args.dtype}
     order = sorted(entries)
     random.Random(0).shuffle(order)
     order = order[: args.smoke] if args.smoke else order
@@ -89,7 +92,7 @@ def main(argv=None) -> int:
             for label, (offset, effect_cap) in variants.items():
                 cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP = offset, effect_cap
                 picks[label] = model.rank(features, space)[0][0]
-            run, ref = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
+            run, ref, _ = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
             objective = KernelObjective(Problem(None, features, run, ref, {}),
                                         timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
             timed = {}

@@ -1,0 +1,28 @@
+"""scripts/probe_model_cap.py in its smoke mode: one entry rebuilt at toy sizes, every pick checked
+against the reference through the interpreter, in a fresh process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_smoke_run_checks_each_variants_pick(tmp_path, dtype):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "probe_model_cap.py"), "--smoke", "1", "--dtype", dtype,
+         "--variants", "uncapped,cap0.3", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    df = pd.read_csv(tmp_path / "variants.csv")
+    assert sorted(df["label"]) == ["cap0.3", "own", "uncapped"]
+    assert df["key"].str.startswith(f"spmm|{dtype}|").all()
+    assert df["us"].notna().all()  # NaN marks a pick that failed its check against the reference
