@@ -1,13 +1,15 @@
 """SDDMM: for every nonzero (i, j) of a CSR mask, ``out = alpha * A[i, :] @ B[:, j] + beta * mask[i, j]``.
 
-The semantics of ``torch.sparse.sampled_addmm``. Two kernels, chosen per problem by the config's
-``kernel`` field (the tuner ranks both in one config space):
+The semantics of ``torch.sparse.sampled_addmm``. Three kernels, chosen per problem by the config's
+``kernel`` field (the tuner ranks them in one config space):
 
 - ``gather`` (here): each program takes ``NNZ_BLOCK`` consecutive nonzeros (so work is even
   whatever the row lengths), gathers their rows of A and columns of B ``BLOCK_K`` at a time and
   reduces in fp32 on CUDA cores. Best when nonzeros are too scattered to share output tiles.
 - ``tiled`` (``sddmm_tiled.py``): dense output tiles of A @ B on tensor cores, kept only at the
   nonzeros. Best once tiles hold enough nonzeros (attention-like masks, small K).
+- ``dense`` (``sddmm_dense.py``): cuBLAS's full product into a scratch matrix, the nonzeros read
+  out of it. Where every tile holds nonzeros and K is large (weight masks), nothing sparse beats it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
-from stuning.kernels import sddmm_tiled
+from stuning.kernels import sddmm_dense, sddmm_tiled
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -76,9 +78,11 @@ def _sddmm_kernel(
     tl.store(out_ptr + offs, result.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-KERNELS = ("gather", "tiled")
+KERNELS = ("gather", "tiled", "dense")
 _GATHER_ONLY = ("nnz_block", "vec")
 _TILED_ONLY = ("block_m", "block_n", "chunk", "tiles_per_program")
+# What each kernel leaves unused (held at 0); the dense kernel's sampling pass takes nnz_block and num_warps.
+_UNUSED = {"gather": _TILED_ONLY, "tiled": _GATHER_ONLY, "dense": (*_TILED_ONLY, "vec", "block_k", "num_stages")}
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ class SDDMMConfig:
     vec: int = 1  # gather: vector width of the loads along K (contiguity hint)
     num_warps: int = 4
     num_stages: int = 2
-    kernel: str = "gather"  # "gather" (per nonzero, CUDA cores) or "tiled" (per output tile, tensor cores)
+    # "gather" (per nonzero, CUDA cores), "tiled" (per output tile, tensor cores) or "dense" (cuBLAS, then sampled)
+    kernel: str = "gather"
     block_m: int = 0  # tiled: rows of an output tile
     block_n: int = 0  # tiled: columns of an output tile
     chunk: int = 0  # tiled: nonzeros picked from the tile per step
@@ -102,7 +107,7 @@ class SDDMMConfig:
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ValueError(f"SDDMMConfig: kernel must be one of {KERNELS}, got {self.kernel!r}")
-        for name in _GATHER_ONLY if self.kernel == "tiled" else _TILED_ONLY:
+        for name in _UNUSED[self.kernel]:
             object.__setattr__(self, name, 0)
         if self.kernel == "tiled" and min(self.block_m, self.block_n, self.chunk, self.tiles_per_program) < 1:
             raise ValueError("SDDMMConfig: the tiled kernel needs block_m, block_n, chunk and tiles_per_program")
@@ -149,7 +154,7 @@ def sddmm(
     """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B,
     into ``out`` (the nnz values, contiguous; allocated when None).
 
-    The gather kernel reads ``row_ids`` and ``col``; the tiled one reads ``tiles(block_m, block_n,
+    The gather and dense kernels read ``row_ids`` and ``col``; the tiled one reads ``tiles(block_m, block_n,
     chunk)``, the mask's ``OutputTiles`` (``stuning.formats.output_tiles``: built and cached by the
     caller, who owns the mask), asked for only when it runs.
     """
@@ -177,6 +182,9 @@ def sddmm(
             block_k=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
             tiles_per_program=config.tiles_per_program, out=out,
         )
+    if config.kernel == "dense":
+        return sddmm_dense.sddmm_dense(row_ids, col, mask_values, a, b, alpha=alpha, beta=beta,
+                                       nnz_block=config.nnz_block, num_warps=config.num_warps, out=out)
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](
         row_ids,
@@ -225,10 +233,20 @@ _MAX_TILE_PER_THREAD = 128
 
 
 def config_space(problem: SDDMMProblem, budget: DeviceBudget | None = None) -> list[SDDMMConfig]:
-    """Both kernels' configs: the tuner (or its cost model) chooses the kernel with the rest."""
+    """Every kernel's configs: the tuner (or its cost model) chooses the kernel with the rest."""
     budget = budget or device_budget()
     tiled = sddmm_tiled.config_space(problem.m, problem.n, problem.k, problem.dtype, budget)
-    return _gather_space(problem, budget) + [_tiled_config(p) for p in tiled]
+    return _gather_space(problem, budget) + [_tiled_config(p) for p in tiled] + _dense_space(problem)
+
+
+def dense_config() -> SDDMMConfig:
+    return SDDMMConfig(kernel="dense", nnz_block=sddmm_dense.NNZ_BLOCK, num_warps=sddmm_dense.NUM_WARPS)
+
+
+def _dense_space(problem: SDDMMProblem) -> list[SDDMMConfig]:
+    """One config (its sampling pass is too short to tune), where the scratch product fits."""
+    fits = sddmm_dense.scratch_bytes(problem.m, problem.n, problem.dtype) <= sddmm_dense.SCRATCH_MAX_BYTES
+    return [dense_config()] if fits else []
 
 
 def _gather_space(problem: SDDMMProblem, budget: DeviceBudget) -> list[SDDMMConfig]:
@@ -267,6 +285,8 @@ def tiled_heuristic(problem: SDDMMProblem) -> SDDMMConfig:
 
 def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     """The nearest valid config to one tuned for a neighbouring problem."""
+    if config.kernel == "dense":
+        return _dense_space(problem)[0] if _dense_space(problem) else heuristic(problem)
     if config.kernel == "tiled":
         elem = problem.dtype.itemsize
         return _tiled_config(sddmm_tiled.repair(config.tiled_params(), problem.m, problem.n, problem.k, elem))

@@ -228,9 +228,10 @@ SDDMM_TILED_CONFIGS = [
     )
     if p.values[0] is not None  # the op's own choice is in SDDMM_CONFIGS already
 ]
+SDDMM_DENSE = pytest.param(sddmm_kernel.dense_config(), id="dense")
 
 
-@pytest.mark.parametrize("config", SDDMM_CONFIGS + SDDMM_TILED_CONFIGS)
+@pytest.mark.parametrize("config", [*SDDMM_CONFIGS, *SDDMM_TILED_CONFIGS, SDDMM_DENSE])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     # Q K^T sampled at a sparse attention pattern: mask L x L, A = Q (L x K), B = K^T (a view).
@@ -245,17 +246,17 @@ def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     assert_close(out.values, ref[rows, cols], tol, f"sddmm {config}")
 
 
+@pytest.mark.parametrize("n,config", [(256, None), pytest.param(2048, sddmm_kernel.dense_config(), id="2048-dense")])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
-def test_sddmm_pruned_weight_gradient(device_gen, dtype, tol):
+def test_sddmm_pruned_weight_gradient(device_gen, dtype, tol, n, config):
     # The weight gradient of a pruned 4096 x 4096 layer: dY^T X at the weight's pattern.
     m = k = 4096
-    n = 256
     mask_dense = random_sparse(m, k, SPMM_DENSITY, dtype, device_gen)
     dy = randn(n, m, dtype=dtype, gen=device_gen)
     x = randn(n, k, dtype=dtype, gen=device_gen)
     mask = CSRMatrix.from_dense(mask_dense)
     poisoned = CSRMatrix(mask.crow, mask.col, torch.full_like(mask.values, float("nan")), mask.shape)
-    out = stuning.sddmm(poisoned, dy.t(), x)  # beta = 0: the NaN mask values are never read
+    out = stuning.sddmm(poisoned, dy.t(), x, config=config)  # beta = 0: the NaN mask values are never read
     ref = sddmm_ref(mask_dense, dy.t(), x)
     assert_close(out.values, ref[mask.row_ids().long(), mask.col.long()], tol)
 

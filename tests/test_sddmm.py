@@ -298,15 +298,16 @@ def test_error_unknown_config_field(mask16, device):
         stuning.sddmm(mask16, f16(6, 4, device=device), f16(4, 5, device=device), config={"rows": 2})
 
 
-@pytest.mark.parametrize("kernel", ["gather", "tiled"])
+@pytest.mark.parametrize("kernel", ["gather", "tiled", "dense"])
 def test_kernel_launcher_writes_into_out(gen, device, kernel):
-    """Every value of a NaN-filled ``out`` is written, by either kernel (the tuner's check relies on it)."""
+    """Every value of a NaN-filled ``out`` is written, by each kernel (the tuner's check relies on it)."""
     from stuning.formats import output_tiles
 
     mask_dense, a, b = inputs(gen, torch.float16, M, N, K)
     mask = CSRMatrix.from_dense(mask_dense.to(device))
     problem = SDDMMProblem(M, N, K, mask.nnz, torch.float16)
-    config = sddmm_kernel.heuristic(problem) if kernel == "gather" else sddmm_kernel.tiled_heuristic(problem)
+    config = {"gather": sddmm_kernel.heuristic, "tiled": sddmm_kernel.tiled_heuristic,
+              "dense": lambda _: sddmm_kernel.dense_config()}[kernel](problem)
     out = torch.full((mask.nnz,), float("nan"), dtype=torch.float16, device=device)
     got = sddmm_kernel.sddmm(mask.row_ids(), mask.col, mask.values, a.to(device), b.to(device), alpha=1.0,
                              beta=0.0, config=config, tiles=lambda *t: output_tiles(mask, *t), out=out)

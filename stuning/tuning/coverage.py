@@ -33,7 +33,7 @@ from stuning.tuning.registry import family
 # release are absent: no entry predates them.
 KERNELS_JOINED: dict[str, dict[str, str]] = {
     "spmm": {"sell": "2026-11-23T11:30:23+00:00", "scatter": "2026-11-24T13:49:03+00:00"},
-    "sddmm": {"tiled": "2026-11-23T11:33:37+00:00"},
+    "sddmm": {"tiled": "2026-11-23T11:33:37+00:00", "dense": "2026-11-26T05:52:07+00:00"},
     "semi24": {"hopper": "2026-11-24T05:40:51+00:00", "sparse_mma": "2026-11-24T17:02:51+00:00",
                "wgmma_sp": "2026-11-24T22:02:20+00:00"},
 }

@@ -1,6 +1,7 @@
-"""SDDMM, both kernels: per nonzero on CUDA cores (gather), or per nonempty output tile on tensor
-cores (tiled). One family, one set of fitted coefficients; the config's ``kernel`` picks the terms,
-and a fitted ``kernel=...`` effect absorbs what the terms miss about either."""
+"""SDDMM, every kernel: per nonzero on CUDA cores (gather), per nonempty output tile on tensor cores
+(tiled), or cuBLAS's dense product sampled (dense). One family, one set of fitted coefficients; the
+config's ``kernel`` picks the terms, and a fitted ``kernel=...`` effect absorbs what the terms miss
+about each."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 from stuning.kernels.sddmm import SDDMMConfig
 from stuning.kernels.sddmm_tiled import registers_per_thread, shared_memory_bytes
 from stuning.tuning.cost_model.base import (
+    LAUNCH_US,
     CostTerms,
     cuda_core_terms,
     latency_factor,
@@ -37,7 +39,24 @@ _TF32X3_PASSES = 3
 def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
     if cfg.kernel == "tiled":
         return _tiled_terms(f, cfg, device)
+    if cfg.kernel == "dense":
+        return _dense_terms(f, device)
     return _gather_terms(f, cfg, device)
+
+
+def _dense_terms(f: ProblemFeatures, device: DeviceSpec) -> CostTerms:
+    """The whole product at cuBLAS's rate (fp32 on CUDA cores: TF32 is off), its M x N output
+    written to and read back by sector from memory, then one pass over the nonzeros; two launches."""
+    m, n, k = f["m"], f["n"], f["k"]
+    elt = DTYPE_BYTES[f.dtype]
+    idx = f.values.get("idx_bytes", 4)
+    nnz = max(1, f["nnz"])
+    rate = device.fp32_tflops * 1e12 if f.dtype == "float32" else device.tensor_rate(f.dtype)
+    product = m * n * elt
+    sampled = min(product, nnz * 32)  # one sector a nonzero, at most the whole product
+    dram = (m * k + k * n) * elt + product + sampled + nnz * (2 * idx + elt)
+    return CostTerms(mem_us=memory_us(dram, 0.0, device), compute_us=2.0 * m * n * k / rate * 1e6,
+                     overhead_us=2 * LAUNCH_US)
 
 
 def _gather_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
