@@ -276,11 +276,12 @@ def test_model_ranks_both_spmm_kernels():
 def test_fp32_sddmm_without_tf32_is_not_sent_to_the_exact_fp32_dot(m, n, k, density):
     """Recorded on the H200 (BENCHMARKS 7d): Triton's exact fp32 ``tl.dot`` ran at ~7 TFLOP/s, 7-10x
     slower than the gather kernel at 70-90% zeros, yet the model picked it there. A GPU without TF32
-    (the T4) still multiplies fp32 tiles that way."""
+    (the T4) still multiplies fp32 tiles that way; the gather kernel or cuBLAS's SGEMM (dense) is
+    the pick."""
     t4 = spec_for("t4")
     f = synthetic_sddmm_features(m, n, k, density, "float32")
     ranked = CostModel(t4).rank(f, family("sddmm").space(f, budget_of(t4)))
-    assert ranked[0][0].kernel == "gather"
+    assert ranked[0][0].kernel in ("gather", "dense")
 
 
 @pytest.mark.parametrize("density", [0.3, 0.1])

@@ -273,7 +273,7 @@ def test_union_space_has_both_kernels_and_valid_tiles():
     problem = SDDMMProblem(4096, 4096, 64, 800_000, torch.float16)
     space = sddmm_kernel.config_space(problem)
     kinds = {c.kernel for c in space}
-    assert kinds == {"gather", "tiled"}
+    assert kinds == {"gather", "tiled", "dense"}
     assert len(space) == len(set(space)) and len(space) < 500
     for c in space:
         if c.kernel == "tiled":
@@ -308,7 +308,7 @@ def test_config_fields_and_old_entries():
     assert SDDMMConfig(kernel="tiled", nnz_block=128, vec=4, block_m=32, block_n=32, chunk=32) == tiled(bk=32)
     assert SDDMMConfig(block_m=64, block_n=64, chunk=32) == SDDMMConfig()
     with pytest.raises(ValueError, match="kernel must be one of"):
-        SDDMMConfig(kernel="dense")
+        SDDMMConfig(kernel="blocked")
     with pytest.raises(ValueError, match="needs block_m, block_n, chunk and tiles_per_program"):
         SDDMMConfig(kernel="tiled")
 
