@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 from stuning.kernels import sddmm_dense, sddmm_tiled
+from stuning.kernels.sddmm_nonzeros import nonzero_block, store_values
 from stuning.kernels.target import DeviceBudget, check_device, device_budget
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -52,11 +53,7 @@ def _sddmm_kernel(
     EVEN_K: tl.constexpr,
     HAS_BETA: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * NNZ_BLOCK + tl.arange(0, NNZ_BLOCK)
-    ok = offs < nnz
-    rows = tl.load(row_ptr + offs, mask=ok, other=0).to(tl.int64)
-    cols = tl.load(col_ptr + offs, mask=ok, other=0).to(tl.int64)
+    offs, ok, rows, cols = nonzero_block(row_ptr, col_ptr, nnz, NNZ_BLOCK)
     a_base = a_ptr + rows[:, None] * stride_am
     b_base = b_ptr + cols[:, None] * stride_bn
 
@@ -72,10 +69,7 @@ def _sddmm_kernel(
         a = tl.load(a_base + offs_k[None, :] * stride_ak, mask=m, other=0.0).to(tl.float32)
         b = tl.load(b_base + offs_k[None, :] * stride_bk, mask=m, other=0.0).to(tl.float32)
         acc += a * b
-    result = alpha * tl.sum(acc, axis=1)
-    if HAS_BETA:
-        result += beta * tl.load(mask_val_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    tl.store(out_ptr + offs, result.to(out_ptr.dtype.element_ty), mask=ok)
+    store_values(tl.sum(acc, axis=1), offs, ok, mask_val_ptr, out_ptr, alpha, beta, HAS_BETA)
 
 
 KERNELS = ("gather", "tiled", "dense")
@@ -286,7 +280,7 @@ def tiled_heuristic(problem: SDDMMProblem) -> SDDMMConfig:
 def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     """The nearest valid config to one tuned for a neighbouring problem."""
     if config.kernel == "dense":
-        return _dense_space(problem)[0] if _dense_space(problem) else heuristic(problem)
+        return next(iter(_dense_space(problem)), None) or heuristic(problem)
     if config.kernel == "tiled":
         elem = problem.dtype.itemsize
         return _tiled_config(sddmm_tiled.repair(config.tiled_params(), problem.m, problem.n, problem.k, elem))

@@ -19,10 +19,13 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from stuning.kernels.sddmm_nonzeros import nonzero_block, store_values
 
 # The scratch product's size limit: a sampled product should not need memory on the scale of the
 # dense output it avoids (an 8192 x 8192 attention mask in fp16 is 128 MiB; 32768 x 32768 is 2 GiB).
 SCRATCH_MAX_BYTES = 512 * 2**20
+NNZ_BLOCK = 1024  # 8 nonzeros a thread at 4 warps: the sampling is a short, memory-bound pass
+NUM_WARPS = 4
 
 
 @triton.jit(do_not_specialize=["nnz"])
@@ -43,16 +46,10 @@ def _sddmm_sample_kernel(
     NNZ_BLOCK: tl.constexpr,
     HAS_BETA: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * NNZ_BLOCK + tl.arange(0, NNZ_BLOCK)
-    ok = offs < nnz
-    rows = tl.load(row_ptr + offs, mask=ok, other=0).to(tl.int64)
-    cols = tl.load(col_ptr + offs, mask=ok, other=0).to(tl.int64)
+    offs, ok, rows, cols = nonzero_block(row_ptr, col_ptr, nnz, NNZ_BLOCK)
     # Upcast right after loading: the interpreter's bf16 arithmetic is wrong.
-    result = alpha * tl.load(c_ptr + rows * stride_cm + cols * stride_cn, mask=ok, other=0.0).to(tl.float32)
-    if HAS_BETA:
-        result += beta * tl.load(mask_val_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    tl.store(out_ptr + offs, result.to(out_ptr.dtype.element_ty), mask=ok)
+    product = tl.load(c_ptr + rows * stride_cm + cols * stride_cn, mask=ok, other=0.0).to(tl.float32)
+    store_values(product, offs, ok, mask_val_ptr, out_ptr, alpha, beta, HAS_BETA)
 
 
 def sddmm_dense(row_ids: torch.Tensor, col: torch.Tensor, mask_values: torch.Tensor, a: torch.Tensor,
@@ -71,7 +68,3 @@ def sddmm_dense(row_ids: torch.Tensor, col: torch.Tensor, mask_values: torch.Ten
 
 def scratch_bytes(m: int, n: int, dtype: torch.dtype) -> int:
     return m * n * dtype.itemsize
-
-
-NNZ_BLOCK = 1024  # 8 nonzeros a thread at 4 warps: the sampling is a short, memory-bound pass
-NUM_WARPS = 4
