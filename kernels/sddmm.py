@@ -143,14 +143,16 @@ def sddmm(
     beta: float,
     config: SDDMMConfig,
     tiles: Callable[[int, int, int], object] | None = None,
+    crow: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B,
     into ``out`` (the nnz values, contiguous; allocated when None).
 
-    The gather and dense kernels read ``row_ids`` and ``col``; the tiled one reads ``tiles(block_m, block_n,
-    chunk)``, the mask's ``OutputTiles`` (``stuning.formats.output_tiles``: built and cached by the
-    caller, who owns the mask), asked for only when it runs.
+    The gather kernel reads ``row_ids`` and ``col``; the dense one ``crow`` (the mask's row starts)
+    and ``col``; the tiled one ``tiles(block_m, block_n, chunk)``, the mask's ``OutputTiles``
+    (``stuning.formats.output_tiles``: built and cached by the caller, who owns the mask), asked for
+    only when it runs.
     """
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"sddmm: A and B must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -177,7 +179,10 @@ def sddmm(
             tiles_per_program=config.tiles_per_program, out=out,
         )
     if config.kernel == "dense":
-        return sddmm_dense.sddmm_dense(row_ids, col, mask_values, a, b, alpha=alpha, beta=beta,
+        if crow is None or crow.numel() != a.shape[0] + 1:
+            raise ValueError(f"sddmm: the dense kernel needs the mask's row starts (crow=, {a.shape[0] + 1} "
+                             f"entries), got {None if crow is None else crow.numel()}")
+        return sddmm_dense.sddmm_dense(crow, col, mask_values, a, b, alpha=alpha, beta=beta,
                                        nnz_block=config.nnz_block, num_warps=config.num_warps, out=out)
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](

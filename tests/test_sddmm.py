@@ -310,7 +310,8 @@ def test_kernel_launcher_writes_into_out(gen, device, kernel):
               "dense": lambda _: sddmm_kernel.dense_config()}[kernel](problem)
     out = torch.full((mask.nnz,), float("nan"), dtype=torch.float16, device=device)
     got = sddmm_kernel.sddmm(mask.row_ids(), mask.col, mask.values, a.to(device), b.to(device), alpha=1.0,
-                             beta=0.0, config=config, tiles=lambda *t: output_tiles(mask, *t), out=out)
+                             beta=0.0, config=config, tiles=lambda *t: output_tiles(mask, *t),
+                             crow=mask.crow, out=out)
     assert got is out
     assert_close(out.cpu(), values_ref(mask, sddmm_ref(mask_dense, a, b)), TOL[torch.float16])
 

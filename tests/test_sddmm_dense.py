@@ -36,6 +36,28 @@ def test_dense_kernel_matches_the_reference(gen, device, dtype, tol, alpha, beta
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_dense_kernel_walks_rows_far_longer_than_a_step(gen, device, dtype, tol):
+    """The sampling pass sizes its step to the mean row: one full row among nearly empty ones takes
+    many steps, and the rows sharing its program take none past their own ends."""
+    m, n, k = 40, 300, 24
+    mask_dense = random_sparse(m, n, 0.01, dtype, gen)
+    mask_dense[5] = randn(n, dtype=dtype, gen=gen)
+    mask_dense[6] = 0
+    a, b = randn(m, k, dtype=dtype, gen=gen), randn(k, n, dtype=dtype, gen=gen)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    assert sddmm_dense.pass_shape(mask.nnz, m, sddmm_dense.NNZ_BLOCK)[0] < n // 4
+    out = stuning.sddmm(mask, a.to(device), b.to(device), alpha=0.75, beta=1.5, config=DENSE)
+    assert_close(out.values.cpu(), sampled(mask, sddmm_ref(mask_dense, a, b, 0.75, 1.5)), tol)
+
+
+def test_pass_shape_fills_its_block_with_mean_rows():
+    assert sddmm_dense.pass_shape(4096 * 82, 4096, 1024) == (128, 8)  # 98% of 4096 columns
+    assert sddmm_dense.pass_shape(4096 * 3302, 4096, 1024) == (1024, 1)  # longer than a block
+    assert sddmm_dense.pass_shape(10, 4096, 1024) == (16, 64)  # nearly empty: steps of 16
+    assert sddmm_dense.pass_shape(0, 0, 1024) == (16, 64)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_dense_kernel_on_transposed_views_and_nan_mask_values(gen, device, dtype, tol):
     """B as K^T (attention's Q @ K^T) and A as dY^T (a weight gradient) are views; with beta = 0 the
     mask's values are not read, NaN or not."""
@@ -54,9 +76,12 @@ def test_dense_kernel_writes_every_value_of_out(gen, device):
     mask = CSRMatrix.from_dense(mask_dense.to(device))
     out = torch.full((mask.nnz,), float("nan"), dtype=torch.float16, device=device)
     got = sddmm_kernel.sddmm(mask.row_ids(), mask.col, mask.values, a.to(device), b.to(device), alpha=1.0,
-                             beta=0.0, config=DENSE, out=out)
+                             beta=0.0, config=DENSE, crow=mask.crow, out=out)
     assert got is out
     assert_close(out.cpu(), sampled(mask, sddmm_ref(mask_dense, a, b)), TOL[torch.float16])
+    with pytest.raises(ValueError, match="needs the mask's row starts"):
+        sddmm_kernel.sddmm(mask.row_ids(), mask.col, mask.values, a.to(device), b.to(device), alpha=1.0,
+                           beta=0.0, config=DENSE)
 
 
 def test_the_space_holds_the_dense_kernel_only_where_its_scratch_product_fits():
@@ -94,3 +119,4 @@ def test_cost_model_charges_the_dense_kernel_the_whole_product():
     assert predicted(2048, 0.05).bound_us > 4 * predicted(256, 0.05).bound_us
     assert predicted(256, 0.02).compute_us == predicted(256, 0.3).compute_us
     assert predicted(256, 0.02).mem_us < predicted(256, 0.3).mem_us
+

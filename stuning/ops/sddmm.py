@@ -49,6 +49,6 @@ def sddmm(mask, a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, beta: f
     )
     values = sddmm_kernel.sddmm(
         mask.row_ids(), mask.col, mask.values, a, b, alpha=alpha, beta=beta, config=cfg,
-        tiles=functools.partial(output_tiles, mask),
+        tiles=functools.partial(output_tiles, mask), crow=mask.crow,
     )
     return CSRMatrix(mask.crow, mask.col, values, mask.shape, validate=False)

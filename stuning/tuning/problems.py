@@ -85,7 +85,7 @@ def sddmm_problem_on(case: SDDMMCase, mask: CSRMatrix, gen: torch.Generator) -> 
 
     def run(c, out=None):
         return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
-                                  tiles=tiles, out=out)
+                                  tiles=tiles, crow=mask.crow, out=out)
 
     return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b},
                    lambda: a @ b)

@@ -46,7 +46,8 @@ def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms
 
 def _dense_terms(f: ProblemFeatures, device: DeviceSpec) -> CostTerms:
     """The whole product at cuBLAS's rate (fp32 on CUDA cores: TF32 is off), its M x N output
-    written to and read back by sector from memory, then one pass over the nonzeros; two launches."""
+    written to and read back by sector from memory with each nonzero's column (the pass finds rows
+    in ``crow``), the values written; two launches."""
     m, n, k = f["m"], f["n"], f["k"]
     elt = DTYPE_BYTES[f.dtype]
     idx = f.values.get("idx_bytes", 4)
@@ -54,7 +55,7 @@ def _dense_terms(f: ProblemFeatures, device: DeviceSpec) -> CostTerms:
     rate = device.fp32_tflops * 1e12 if f.dtype == "float32" else device.tensor_rate(f.dtype)
     product = m * n * elt
     sampled = min(product, nnz * 32)  # one sector a nonzero, at most the whole product
-    dram = (m * k + k * n) * elt + product + sampled + nnz * (2 * idx + elt)
+    dram = (m * k + k * n) * elt + product + sampled + nnz * (idx + elt)
     return CostTerms(mem_us=memory_us(dram, 0.0, device), compute_us=2.0 * m * n * k / rate * 1e6,
                      overhead_us=2 * LAUNCH_US)
 
