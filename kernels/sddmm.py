@@ -75,8 +75,10 @@ def _sddmm_kernel(
 KERNELS = ("gather", "tiled", "dense")
 _GATHER_ONLY = ("nnz_block", "vec")
 _TILED_ONLY = ("block_m", "block_n", "chunk", "tiles_per_program")
-# What each kernel leaves unused (held at 0); the dense kernel's sampling pass takes nnz_block and num_warps.
-_UNUSED = {"gather": _TILED_ONLY, "tiled": _GATHER_ONLY, "dense": (*_TILED_ONLY, "vec", "block_k", "num_stages")}
+# What each kernel leaves unused (held at 0). The dense kernel's sampling pass takes nnz_block and
+# num_warps, and block_m as its rows a program (0: a flat block of nnz_block nonzeros).
+_UNUSED = {"gather": _TILED_ONLY, "tiled": _GATHER_ONLY,
+           "dense": ("block_n", "chunk", "tiles_per_program", "vec", "block_k", "num_stages")}
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class SDDMMConfig:
     num_stages: int = 2
     # "gather" (per nonzero, CUDA cores), "tiled" (per output tile, tensor cores) or "dense" (cuBLAS, then sampled)
     kernel: str = "gather"
-    block_m: int = 0  # tiled: rows of an output tile
+    block_m: int = 0  # tiled: rows of an output tile; dense: rows a program of the sampling pass (0: flat)
     block_n: int = 0  # tiled: columns of an output tile
     chunk: int = 0  # tiled: nonzeros picked from the tile per step
     # tiled: consecutive tiles of a band of rows per program (entries from before it run one each)
@@ -105,6 +107,9 @@ class SDDMMConfig:
             object.__setattr__(self, name, 0)
         if self.kernel == "tiled" and min(self.block_m, self.block_n, self.chunk, self.tiles_per_program) < 1:
             raise ValueError("SDDMMConfig: the tiled kernel needs block_m, block_n, chunk and tiles_per_program")
+        if self.kernel == "dense" and not 0 <= self.block_m <= self.nnz_block:
+            raise ValueError(f"SDDMMConfig: the dense kernel's pass takes 0 to nnz_block ({self.nnz_block}) rows "
+                             f"a program, got block_m={self.block_m}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -149,10 +154,10 @@ def sddmm(
     """Run the kernel ``config.kernel`` names on the mask (COO rows and columns, values), A and B,
     into ``out`` (the nnz values, contiguous; allocated when None).
 
-    The gather kernel reads ``row_ids`` and ``col``; the dense one ``crow`` (the mask's row starts)
-    and ``col``; the tiled one ``tiles(block_m, block_n, chunk)``, the mask's ``OutputTiles``
-    (``stuning.formats.output_tiles``: built and cached by the caller, who owns the mask), asked for
-    only when it runs.
+    The gather kernel reads ``row_ids`` and ``col``; the dense one the same, or ``crow`` (the mask's
+    row starts) and ``col`` in its pass by rows; the tiled one ``tiles(block_m, block_n, chunk)``,
+    the mask's ``OutputTiles`` (``stuning.formats.output_tiles``: built and cached by the caller,
+    who owns the mask), asked for only when it runs.
     """
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"sddmm: A and B must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -179,11 +184,12 @@ def sddmm(
             tiles_per_program=config.tiles_per_program, out=out,
         )
     if config.kernel == "dense":
-        if crow is None or crow.numel() != a.shape[0] + 1:
-            raise ValueError(f"sddmm: the dense kernel needs the mask's row starts (crow=, {a.shape[0] + 1} "
-                             f"entries), got {None if crow is None else crow.numel()}")
-        return sddmm_dense.sddmm_dense(crow, col, mask_values, a, b, alpha=alpha, beta=beta,
-                                       nnz_block=config.nnz_block, num_warps=config.num_warps, out=out)
+        if config.block_m and (crow is None or crow.numel() != a.shape[0] + 1):
+            raise ValueError(f"sddmm: the dense kernel's pass by rows needs the mask's row starts (crow=, "
+                             f"{a.shape[0] + 1} entries), got {None if crow is None else crow.numel()}")
+        return sddmm_dense.sddmm_dense(row_ids, crow, col, mask_values, a, b, alpha=alpha, beta=beta,
+                                       rows_per_program=config.block_m, nnz_block=config.nnz_block,
+                                       num_warps=config.num_warps, out=out)
     grid = (triton.cdiv(nnz, config.nnz_block),)
     _sddmm_kernel[grid](
         row_ids,
@@ -238,14 +244,17 @@ def config_space(problem: SDDMMProblem, budget: DeviceBudget | None = None) -> l
     return _gather_space(problem, budget) + [_tiled_config(p) for p in tiled] + _dense_space(problem)
 
 
-def dense_config() -> SDDMMConfig:
-    return SDDMMConfig(kernel="dense", nnz_block=sddmm_dense.NNZ_BLOCK, num_warps=sddmm_dense.NUM_WARPS)
+def dense_config(rows_per_program: int = 0) -> SDDMMConfig:
+    """The dense kernel, its sampling pass flat (0) or by ``rows_per_program`` rows."""
+    return SDDMMConfig(kernel="dense", block_m=rows_per_program, nnz_block=sddmm_dense.NNZ_BLOCK,
+                       num_warps=sddmm_dense.NUM_WARPS)
 
 
 def _dense_space(problem: SDDMMProblem) -> list[SDDMMConfig]:
-    """One config (its sampling pass is too short to tune), where the scratch product fits."""
-    fits = sddmm_dense.scratch_bytes(problem.m, problem.n, problem.dtype) <= sddmm_dense.SCRATCH_MAX_BYTES
-    return [dense_config()] if fits else []
+    """Both sampling passes (each too short to tune further: one shape), where the scratch product fits."""
+    if sddmm_dense.scratch_bytes(problem.m, problem.n, problem.dtype) > sddmm_dense.SCRATCH_MAX_BYTES:
+        return []
+    return [dense_config(), dense_config(sddmm_dense.rows_per_program(problem.nnz, problem.m))]
 
 
 def _gather_space(problem: SDDMMProblem, budget: DeviceBudget) -> list[SDDMMConfig]:
@@ -285,7 +294,9 @@ def tiled_heuristic(problem: SDDMMProblem) -> SDDMMConfig:
 def repair(config: SDDMMConfig, problem: SDDMMProblem) -> SDDMMConfig:
     """The nearest valid config to one tuned for a neighbouring problem."""
     if config.kernel == "dense":
-        return next(iter(_dense_space(problem)), None) or heuristic(problem)
+        # The same pass; rows a program sized to this problem's rows.
+        space = _dense_space(problem)
+        return space[bool(config.block_m)] if space else heuristic(problem)
     if config.kernel == "tiled":
         elem = problem.dtype.itemsize
         return _tiled_config(sddmm_tiled.repair(config.tiled_params(), problem.m, problem.n, problem.k, elem))

@@ -8,12 +8,15 @@ of B per nonzero) is higher still. Through the dense product a problem costs cuB
 read of the nonzeros, so the tuner, which times it beside the other two, never has to choose a
 kernel much slower than the dense product it replaces.
 
-The sampling pass takes rows, not a flat run of nonzeros: each program owns ROWS consecutive rows
-and walks their nonzeros CHUNK at a time, finding each row's start in ``crow``. The flat pass it
-replaced read a row index per nonzero (4 bytes, as much as its column) to address the product; on
-the first table's weight masks at K = 2048 the row pass took 1.0-1.07x less time (BENCHMARKS.md 8z).
-Products in bands of rows sized to L2, so that the pass would read them back from L2, ran slower
-than the whole product in every problem measured (8z), and are not kept.
+The sampling pass comes in two forms, and the tuner times both (``block_m`` of the config): a flat
+block of NNZ_BLOCK nonzeros a program, each read with its row index and column; or ROWS rows a
+program (``block_m``), their nonzeros CHUNK at a time from each row's start in ``crow``, which
+reads no row index (4 bytes a nonzero, as much as the column) but waits on one load more before it
+can address the product. On the first table's weight masks (BENCHMARKS.md 8z) the row pass took
+1.05-1.28x less time at 70-90% zeros on 4096-11008-row masks, where the pass streams tens of MB,
+and up to 1.12x more on 768 x 3072 at 95-98%, where a few dozen programs each wait on their loads.
+Products in bands of rows sized to L2, so that the pass would read them back from there, ran
+slower than the whole product in every problem measured (8z), and are not kept.
 
 The product is rounded to the inputs' dtype once before alpha and beta apply (as cuBLAS's fp16 and
 bf16 GEMMs write it), one rounding more than the other kernels where alpha != 1 or beta != 0. fp32
@@ -27,7 +30,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from stuning.kernels.sddmm_nonzeros import store_values
+from stuning.kernels.sddmm_nonzeros import nonzero_block, store_values
 
 # The scratch product's size limit: a sampled product should not need memory on the scale of the
 # dense output it avoids (an 8192 x 8192 attention mask in fp16 is 128 MiB; 32768 x 32768 is 2 GiB).
@@ -36,8 +39,32 @@ NNZ_BLOCK = 1024  # nonzero slots a program's step covers (ROWS x CHUNK): 8 a th
 NUM_WARPS = 4
 
 
-@triton.jit(do_not_specialize=["m"])
+@triton.jit(do_not_specialize=["nnz"])
 def _sddmm_sample_kernel(
+    # the mask: row and column of each nonzero, and its value (read only when HAS_BETA)
+    row_ptr,
+    col_ptr,
+    mask_val_ptr,
+    # the dense product (M x N) and the output values (nnz)
+    c_ptr,
+    out_ptr,
+    nnz,
+    stride_cm,
+    stride_cn,
+    alpha,
+    beta,
+    # template parameters
+    NNZ_BLOCK: tl.constexpr,
+    HAS_BETA: tl.constexpr,
+):
+    offs, ok, rows, cols = nonzero_block(row_ptr, col_ptr, nnz, NNZ_BLOCK)
+    # Upcast right after loading: the interpreter's bf16 arithmetic is wrong.
+    product = tl.load(c_ptr + rows * stride_cm + cols * stride_cn, mask=ok, other=0.0).to(tl.float32)
+    store_values(product, offs, ok, mask_val_ptr, out_ptr, alpha, beta, HAS_BETA)
+
+
+@triton.jit(do_not_specialize=["m"])
+def _sddmm_sample_rows_kernel(
     # the mask: where each row's nonzeros start, their columns and values (read only when HAS_BETA)
     crow_ptr,
     col_ptr,
@@ -64,33 +91,41 @@ def _sddmm_sample_kernel(
         offs = starts[:, None] + c0 + tl.arange(0, CHUNK)[None, :]
         ok = offs < ends[:, None]
         cols = tl.load(col_ptr + offs, mask=ok, other=0).to(tl.int64)
-        # Upcast right after loading: the interpreter's bf16 arithmetic is wrong.
         product = tl.load(c_rows + cols * stride_cn, mask=ok, other=0.0).to(tl.float32)
         store_values(product, offs, ok, mask_val_ptr, out_ptr, alpha, beta, HAS_BETA)
 
 
-def sddmm_dense(crow: torch.Tensor, col: torch.Tensor, mask_values: torch.Tensor, a: torch.Tensor,
-                b: torch.Tensor, *, alpha: float, beta: float, nnz_block: int, num_warps: int,
-                out: torch.Tensor) -> torch.Tensor:
-    """``out = alpha * (A @ B)[i, j] + beta * mask[i, j]`` at the mask's nonzeros (``crow``, ``col``):
-    the product by ``torch.mm``, the sampling by one kernel launch. Inputs are checked by the
+def sddmm_dense(row_ids: torch.Tensor, crow: torch.Tensor | None, col: torch.Tensor, mask_values: torch.Tensor,
+                a: torch.Tensor, b: torch.Tensor, *, alpha: float, beta: float, rows_per_program: int,
+                nnz_block: int, num_warps: int, out: torch.Tensor) -> torch.Tensor:
+    """``out = alpha * (A @ B)[i, j] + beta * mask[i, j]`` at the mask's nonzeros: the product by
+    ``torch.mm``, the sampling by one kernel launch, flat over ``row_ids`` and ``col`` where
+    ``rows_per_program`` is 0, else by rows over ``crow`` and ``col``. Inputs are checked by the
     caller (``kernels/sddmm.py``)."""
-    m = a.shape[0]
     product = torch.mm(a, b)
-    chunk, rows_per_program = pass_shape(col.numel(), m, nnz_block)
-    _sddmm_sample_kernel[(triton.cdiv(m, rows_per_program),)](
-        crow, col, mask_values, product, out, m, product.stride(0), product.stride(1),
-        float(alpha), float(beta), ROWS=rows_per_program, CHUNK=chunk, HAS_BETA=beta != 0, num_warps=num_warps,
+    scale = (product.stride(0), product.stride(1), float(alpha), float(beta))
+    if rows_per_program == 0:
+        nnz = col.numel()
+        _sddmm_sample_kernel[(triton.cdiv(nnz, nnz_block),)](
+            row_ids, col, mask_values, product, out, nnz, *scale, NNZ_BLOCK=nnz_block, HAS_BETA=beta != 0,
+            num_warps=num_warps,
+        )
+        return out
+    m = a.shape[0]
+    _sddmm_sample_rows_kernel[(triton.cdiv(m, rows_per_program),)](
+        crow, col, mask_values, product, out, m, *scale, ROWS=rows_per_program,
+        CHUNK=max(1, nnz_block // rows_per_program), HAS_BETA=beta != 0, num_warps=num_warps,
     )
     return out
 
 
-def pass_shape(nnz: int, m: int, nnz_block: int) -> tuple[int, int]:
-    """(CHUNK, ROWS) of the sampling pass: a step as wide as an average row (at least 16 nonzeros,
-    at most the block), and as many rows a program as fill ``nnz_block`` slots."""
-    mean = max(1, math.ceil(nnz / max(1, m)))
-    chunk = min(nnz_block, max(16, triton.next_power_of_2(mean)))
-    return chunk, nnz_block // chunk
+def rows_per_program(nnz: int, m: int, nnz_block: int = NNZ_BLOCK) -> int:
+    """ROWS of the row pass for a mask of ``nnz`` nonzeros in ``m`` rows: as many as fill
+    ``nnz_block`` slots with steps (CHUNK) wide enough for most rows in one (the mean plus three
+    standard deviations of a uniform mask's row; at least 16 nonzeros, at most the block)."""
+    mean = nnz / max(1, m)
+    chunk = min(nnz_block, max(16, triton.next_power_of_2(math.ceil(mean + 3 * math.sqrt(mean)))))
+    return max(1, nnz_block // chunk)
 
 
 def scratch_bytes(m: int, n: int, dtype: torch.dtype) -> int:

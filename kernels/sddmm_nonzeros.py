@@ -1,7 +1,7 @@
 """What the per-nonzero SDDMM kernels share: a program's flat block of the mask's nonzeros (their
-positions, rows and columns; the gather kernel's unit of work) and the store of values as
-``alpha * product + beta * mask``, which the gather kernel (``sddmm.py``) and the dense kernel's
-sampling pass (``sddmm_dense.py``, by rows) both end with."""
+positions, rows and columns) and the store of its values as ``alpha * product + beta * mask``.
+The gather kernel (``sddmm.py``) and the dense kernel's sampling passes (``sddmm_dense.py``; its
+pass by rows takes only the store) differ only in how each nonzero's product is found."""
 
 from __future__ import annotations
 

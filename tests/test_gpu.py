@@ -29,7 +29,7 @@ from naive import (
     spmm_ref,
 )
 from stuning.kernels import sddmm as sddmm_kernel
-from stuning.kernels import sddmm_tiled
+from stuning.kernels import sddmm_dense, sddmm_tiled
 from stuning.kernels import semi24 as semi24_kernel
 from stuning.kernels import spmm as spmm_kernel
 from stuning.kernels import spmm_sell as sell_kernel
@@ -228,10 +228,11 @@ SDDMM_TILED_CONFIGS = [
     )
     if p.values[0] is not None  # the op's own choice is in SDDMM_CONFIGS already
 ]
-SDDMM_DENSE = pytest.param(sddmm_kernel.dense_config(), id="dense")
+SDDMM_DENSE = [pytest.param(sddmm_kernel.dense_config(), id="dense"),
+               pytest.param(sddmm_kernel.dense_config(8), id="dense-by-rows")]
 
 
-@pytest.mark.parametrize("config", [*SDDMM_CONFIGS, *SDDMM_TILED_CONFIGS, SDDMM_DENSE])
+@pytest.mark.parametrize("config", [*SDDMM_CONFIGS, *SDDMM_TILED_CONFIGS, *SDDMM_DENSE])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     # Q K^T sampled at a sparse attention pattern: mask L x L, A = Q (L x K), B = K^T (a view).
@@ -246,7 +247,8 @@ def test_sddmm_attention_shape(device_gen, dtype, tol, config):
     assert_close(out.values, ref[rows, cols], tol, f"sddmm {config}")
 
 
-@pytest.mark.parametrize("n,config", [(256, None), pytest.param(2048, sddmm_kernel.dense_config(), id="2048-dense")])
+@pytest.mark.parametrize("n,config", [(256, None), pytest.param(2048, sddmm_kernel.dense_config(), id="2048-dense"),
+                                      pytest.param(2048, sddmm_kernel.dense_config(16), id="2048-dense-by-rows")])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_sddmm_pruned_weight_gradient(device_gen, dtype, tol, n, config):
     # The weight gradient of a pruned 4096 x 4096 layer: dY^T X at the weight's pattern.
@@ -515,8 +517,9 @@ def test_spmm_sell_recompiles_only_per_divisibility_class_of_n(device_gen, monke
         # The tiling is a template parameter; the sizes, nnz and the number of tiles are not.
         (sddmm_kernel.SDDMMConfig(kernel="tiled", block_m=64, block_n=64, block_k=32, chunk=64, num_warps=4),
          sddmm_tiled._sddmm_tiled_kernel),
+        (sddmm_kernel.dense_config(8), sddmm_dense._sddmm_sample_rows_kernel),
     ],
-    ids=["gather", "tiled"],
+    ids=["gather", "tiled", "dense-by-rows"],
 )
 def test_sddmm_no_recompile_on_size_change(device_gen, cfg, kernel):
     def launch(m, n, k, dtype):

@@ -282,8 +282,9 @@ def test_union_space_has_both_kernels_and_valid_tiles():
             assert c.block_m % 32 == 0 and c.block_n % 32 == 0, "the occupancy features cover the size"
             assert sddmm_tiled.shared_memory_bytes(c.tiled_params(), 2) <= 227 * 1024
             assert c.tiles_per_program == 1 or c.block_k >= problem.k, "runs only where A's band stays resident"
-        else:
-            assert c.block_m == c.block_n == c.chunk == c.tiles_per_program == 0
+        else:  # the dense kernel's block_m is its sampling pass's rows a program (0: flat)
+            assert c.block_n == c.chunk == c.tiles_per_program == 0
+            assert c.block_m == 0 or c.kernel == "dense"
     assert {c.tiles_per_program for c in space if c.kernel == "tiled"} == {1, 4}
     for c in space:
         if c.tiles_per_program > 1:  # every SM gets a run

@@ -40,14 +40,15 @@ def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms
     if cfg.kernel == "tiled":
         return _tiled_terms(f, cfg, device)
     if cfg.kernel == "dense":
-        return _dense_terms(f, device)
+        return _dense_terms(f, cfg, device)
     return _gather_terms(f, cfg, device)
 
 
-def _dense_terms(f: ProblemFeatures, device: DeviceSpec) -> CostTerms:
+def _dense_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
     """The whole product at cuBLAS's rate (fp32 on CUDA cores: TF32 is off), its M x N output
-    written to and read back by sector from memory with each nonzero's column (the pass finds rows
-    in ``crow``), the values written; two launches."""
+    written to and read back by sector from memory with each nonzero's column, the values written;
+    two launches. The flat pass reads each nonzero's row too; the pass by rows (``block_m``) reads
+    none, but waits on one load more (the rows' starts) before it can address the product."""
     m, n, k = f["m"], f["n"], f["k"]
     elt = DTYPE_BYTES[f.dtype]
     idx = f.values.get("idx_bytes", 4)
@@ -55,9 +56,10 @@ def _dense_terms(f: ProblemFeatures, device: DeviceSpec) -> CostTerms:
     rate = device.fp32_tflops * 1e12 if f.dtype == "float32" else device.tensor_rate(f.dtype)
     product = m * n * elt
     sampled = min(product, nnz * 32)  # one sector a nonzero, at most the whole product
-    dram = (m * k + k * n) * elt + product + sampled + nnz * (idx + elt)
+    by_rows = cfg.block_m > 0
+    dram = (m * k + k * n) * elt + product + sampled + nnz * ((1 if by_rows else 2) * idx + elt)
     return CostTerms(mem_us=memory_us(dram, 0.0, device), compute_us=2.0 * m * n * k / rate * 1e6,
-                     overhead_us=2 * LAUNCH_US)
+                     overhead_us=2 * LAUNCH_US + (device.mem_latency_us if by_rows else 0.0))
 
 
 def _gather_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
