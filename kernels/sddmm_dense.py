@@ -13,8 +13,8 @@ block of NNZ_BLOCK nonzeros a program, each read with its row index and column; 
 program (``block_m``), their nonzeros CHUNK at a time from each row's start in ``crow``, which
 reads no row index (4 bytes a nonzero, as much as the column) but waits on one load more before it
 can address the product. On the first table's weight masks (BENCHMARKS.md 8z) the row pass took
-1.05-1.28x less time at 70-90% zeros on 4096-11008-row masks, where the pass streams tens of MB,
-and up to 1.12x more on 768 x 3072 at 95-98%, where a few dozen programs each wait on their loads.
+1.04-1.28x less time at 70-90% zeros on 4096-11008-row masks, where the pass streams tens of MB,
+and up to 1.05x more on 768 x 3072 at 95-98%, where a few dozen programs each wait on their loads.
 Products in bands of rows sized to L2, so that the pass would read them back from there, were no
 faster than the whole product (at best 1.5% in one of 26 problems, up to 14% slower; 8z), and are
 not kept.
