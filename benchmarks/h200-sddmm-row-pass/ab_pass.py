@@ -4,7 +4,9 @@ column read per nonzero). Same cuBLAS product in both; each variant checked agai
 timed twice in the order flat, row, row, flat (CUDA-graph replays behind an L2 flush), the two
 medians averaged. First-table weight masks (uniform random), fp16, B as the transpose of N x K.
 
-    python3 benchmarks/h200-sddmm-row-pass/ab_pass.py    # run from the project root
+    git show 5fafde4:kernels/sddmm_dense.py > benchmarks/h200-sddmm-row-pass/flat_pass_sddmm_dense.py
+    python3 benchmarks/h200-sddmm-row-pass/ab_pass.py    # run from the project root, at the
+                                                          # session's first commit (call 2)
 """
 
 import importlib.util
