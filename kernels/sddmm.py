@@ -107,9 +107,10 @@ class SDDMMConfig:
             object.__setattr__(self, name, 0)
         if self.kernel == "tiled" and min(self.block_m, self.block_n, self.chunk, self.tiles_per_program) < 1:
             raise ValueError("SDDMMConfig: the tiled kernel needs block_m, block_n, chunk and tiles_per_program")
-        if self.kernel == "dense" and not 0 <= self.block_m <= self.nnz_block:
-            raise ValueError(f"SDDMMConfig: the dense kernel's pass takes 0 to nnz_block ({self.nnz_block}) rows "
-                             f"a program, got block_m={self.block_m}")
+        rows = self.block_m
+        if self.kernel == "dense" and not (0 <= rows <= self.nnz_block and rows & (rows - 1) == 0):
+            raise ValueError(f"SDDMMConfig: the dense kernel's pass takes 0 or a power of two up to nnz_block "
+                             f"({self.nnz_block}) rows a program, got block_m={self.block_m}")
 
     def as_dict(self) -> dict:
         return asdict(self)

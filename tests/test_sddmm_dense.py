@@ -110,8 +110,9 @@ def test_dense_config_holds_only_what_it_uses():
     assert (cfg.nnz_block, cfg.num_warps, cfg.block_m) == (512, 4, 64)
     assert cfg.block_k == cfg.vec == cfg.num_stages == cfg.block_n == cfg.chunk == cfg.tiles_per_program == 0
     assert SDDMMConfig(**cfg.as_dict()) == cfg
-    with pytest.raises(ValueError, match="rows a program"):
-        SDDMMConfig(kernel="dense", nnz_block=512, block_m=1024)
+    for rows in (1024, 3, -2):
+        with pytest.raises(ValueError, match="rows a program"):
+            SDDMMConfig(kernel="dense", nnz_block=512, block_m=rows)
 
 
 def test_cost_model_charges_the_dense_kernel_the_whole_product():
