@@ -38,7 +38,11 @@ def test_tune_then_db_commands(db_dir, tmp_path, capsys):
     exported = tmp_path / "export.json"
     assert _json(capsys, ["db", "export", str(exported), "--device", "h100", "--json"])["entries"] == 2
     merged = tmp_path / "merged.json"
-    assert _json(capsys, ["db", "merge", str(exported), "--out", str(merged), "--json"])["entries"] == 2
+    assert _json(capsys, ["db", "merge", str(exported), "--out", str(merged), "--json"]) == {
+        "out": str(merged), "entries": 2, "out_held": None}
+    # Into an existing file, its own entries are merged too, and the report says so.
+    again = _json(capsys, ["db", "merge", str(exported), "--out", str(merged), "--json"])
+    assert (again["entries"], again["out_held"]) == (2, 2)
     kept = tmp_path / "kept.json"
     kept.write_bytes(merged.read_bytes())
     assert _json(capsys, ["db", "prune", str(kept), "--device", "h100", "--json"])["dropped"] == 0

@@ -25,9 +25,11 @@ def register(sub) -> None:
     add("ls", "the database files on the search path, with their entry counts", _ls)
     q = add("show", "the entries of a device's database", _show)
     q.add_argument("--op", default=None)
-    q = add("merge", "merge database files of one device into OUT", _merge)
-    q.add_argument("files", nargs="+", type=Path)
-    q.add_argument("--out", type=Path, required=True)
+    q = add("merge", "merge database files of one device into OUT (with OUT's own entries, if it exists)", _merge)
+    q.add_argument("files", nargs="+", type=Path, help="database files of one device")
+    q.add_argument("--out", type=Path, required=True,
+                   help="the merged file; an existing one is merged too, as every database write merges with "
+                        "what is on disk (name a new file to merge only FILES)")
     q = add("export", "write the device's entries (all files on the path) into one file", _export)
     q.add_argument("out", type=Path)
     q.add_argument("--measured-only", action="store_true", help="leave out model-only predictions")
@@ -93,16 +95,18 @@ def _show(args) -> int:
 
 
 def _merge(args) -> int:
-    from stuning.db import merge_files
+    from stuning.db import load_document, merge_files
 
     for f in args.files:
         if not f.is_file():
             raise CLIError(f"no such database file: {f}")
+    held = len(load_document(args.out)["entries"]) if args.out.is_file() else None
     doc = merge_files(args.files, args.out)
     if args.json:
-        print_json({"out": str(args.out), "entries": len(doc["entries"])})
+        print_json({"out": str(args.out), "entries": len(doc["entries"]), "out_held": held})
     else:
-        console().print(f"merged {len(args.files)} file(s) into {args.out}: {len(doc['entries'])} entries")
+        own = f" and the {held} entries it held" if held is not None else ""
+        console().print(f"merged {len(args.files)} file(s){own} into {args.out}: {len(doc['entries'])} entries")
     return EXIT_OK
 
 
