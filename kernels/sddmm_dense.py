@@ -104,17 +104,18 @@ def sddmm_dense(row_ids: torch.Tensor, crow: torch.Tensor | None, col: torch.Ten
     ``rows_per_program`` is 0, else by rows over ``crow`` and ``col``. Inputs are checked by the
     caller (``kernels/sddmm.py``)."""
     product = torch.mm(a, b)
-    scale = (product.stride(0), product.stride(1), float(alpha), float(beta))
+    # What both passes take after their own indices: the product's strides, alpha and beta.
+    common = (product.stride(0), product.stride(1), float(alpha), float(beta))
     if rows_per_program == 0:
         nnz = col.numel()
         _sddmm_sample_kernel[(triton.cdiv(nnz, nnz_block),)](
-            row_ids, col, mask_values, product, out, nnz, *scale, NNZ_BLOCK=nnz_block, HAS_BETA=beta != 0,
+            row_ids, col, mask_values, product, out, nnz, *common, NNZ_BLOCK=nnz_block, HAS_BETA=beta != 0,
             num_warps=num_warps,
         )
         return out
     m = a.shape[0]
     _sddmm_sample_rows_kernel[(triton.cdiv(m, rows_per_program),)](
-        crow, col, mask_values, product, out, m, *scale, ROWS=rows_per_program,
+        crow, col, mask_values, product, out, m, *common, ROWS=rows_per_program,
         CHUNK=max(1, nnz_block // rows_per_program), HAS_BETA=beta != 0, num_warps=num_warps,
     )
     return out
