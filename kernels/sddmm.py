@@ -176,6 +176,7 @@ def sddmm(
     out = _check_out(out, nnz, a)
     if nnz == 0:
         return out
+    a, b = operands_for(config.kernel, a, b)
     if config.kernel == "tiled":
         if tiles is None:
             raise ValueError("sddmm: the tiled kernel needs the mask's output tiles (tiles=)")
@@ -216,6 +217,30 @@ def sddmm(
         num_stages=config.num_stages,
     )
     return out
+
+
+def operands_for(kernel: str, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A and B in layouts ``kernel`` reads at speed: copies, K contiguous, of those it does not.
+
+    A weight gradient, ``(dY^T @ X) * spy(W)``, hands A = dY^T as a transposed view and B = X
+    row-major, K strided in both. The gather kernel reads a row of A and a column of B per nonzero,
+    so each of their elements became a sector of its own: 7-14x slower with B so, 1.3-2.2x with A
+    (BENCHMARKS.md 9a, `scripts/probe_sddmm_layouts.py`). The tiled kernel ran 1.4-2.5x slower on
+    transposed A tiles, and 1.6x on fp32 B tiles not K-major (its TF32 products); fp16/bf16 B tiles
+    ran alike either way, so they are not copied. cuBLAS, the dense kernel, takes any layout. A copy
+    costs a pass over the operand (a few us at attention and weight-gradient sizes), far less.
+    """
+    if kernel == "dense":
+        return a, b
+    if not _k_contiguous(a, 1):
+        a = a.contiguous()
+    if not _k_contiguous(b, 0) and (kernel == "gather" or a.dtype == torch.float32):
+        b = b.t().contiguous().t()
+    return a, b
+
+
+def _k_contiguous(x: torch.Tensor, k_axis: int) -> bool:
+    return x.stride(k_axis) == 1 or x.shape[k_axis] == 1
 
 
 def _check_out(out: torch.Tensor | None, nnz: int, a: torch.Tensor) -> torch.Tensor:

@@ -4,11 +4,13 @@ A Hopper kernel's launch cost ~80-115 us of host time a call (BENCHMARKS.md 7s, 
 of GPU time, so a model run eagerly (no CUDA graph) at decode widths waits on the host. This times
 the host side of one call (median of ``CALLS``, the GPU kept busy so that no call waits on it) for:
 ``stuning.spmm`` with a scatter and a CSR config, ``SparseLinear`` (CSR and 2:4) at 16 tokens,
-``stuning.semi24_mm`` with the warpgroup kernel, and ``F.linear`` for reference; then profiles each
-(cProfile, the top functions by own time) into ``$OUT/host-profile.txt``. 4096 x 4096 fp16 at 90%
-zeros (2:4 for the 2:4 paths), N = 128. Needs an sm_90 GPU for the Hopper kernels.
+``stuning.semi24_mm`` with the warpgroup kernel, ``stuning.sddmm`` with each of its kernels on an
+attention mask (L = 1024, K = 64, 95% zeros), and ``F.linear`` / ``torch.mm`` for reference; then
+profiles each (cProfile, the top functions by own time) into ``$OUT/host-profile.txt``. 4096 x 4096
+fp16 at 90% zeros (2:4 for the 2:4 paths), N = 128. Needs an sm_90 GPU for the Hopper kernels.
 
     python3 scripts/probe_host_time.py            # a table last; $OUT/host_time.json
+    PROBE_PATHS=sddmm python3 scripts/probe_host_time.py   # only the paths whose name holds "sddmm"
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import time
 
 import torch
 import torch.nn.functional as F
+from stuning.kernels.sddmm import SDDMMConfig
 from stuning.kernels.semi24 import Semi24Config
 from stuning.kernels.spmm import SpMMConfig
 
 import stuning
 from stuning.formats import CSRMatrix, Semi24Matrix, magnitude_prune
+from stuning.matrices import random_sparse
 
 CALLS = int(os.environ.get("PROBE_CALLS", "300"))
 OUT = os.environ.get("OUT", ".")
@@ -102,6 +106,13 @@ def paths() -> dict:
     lin = torch.nn.Linear(k, m, device=dev, dtype=dt)
     sparse_lin = stuning.nn.SparseLinear.from_linear(lin, sparsity=0.9, pad_to=4)
     semi_lin = stuning.nn.SparseLinear.from_linear(lin, "2:4", sparsity=0.5)
+    seq, head = int(os.environ.get("PROBE_SEQ", "1024")), 64
+    mask = CSRMatrix.from_dense(random_sparse(seq, seq, 0.95, dtype=dt, device=dev))
+    q = torch.randn(seq, head, device=dev, dtype=dt)
+    kt = torch.randn(head, seq, device=dev, dtype=dt)
+    gather = SDDMMConfig(nnz_block=32, block_k=64, vec=8, num_warps=8, num_stages=1)
+    tiled = SDDMMConfig(kernel="tiled", block_m=32, block_n=128, block_k=64, chunk=256, num_warps=8)
+    dense_rows = SDDMMConfig(kernel="dense", nnz_block=1024, block_m=16, num_warps=4)
     return {
         "spmm scatter N=128": lambda: stuning.spmm(a, x, config=scatter, out=y),
         "spmm csr N=128": lambda: stuning.spmm(a, x, config=csr, out=y),
@@ -111,12 +122,20 @@ def paths() -> dict:
         "SparseLinear 2:4, 16 tokens": lambda: semi_lin(tokens),
         "dense F.linear, 16 tokens": lambda: F.linear(tokens, lin.weight, lin.bias),
         "dense W @ X, N=128": lambda: torch.mm(w, x, out=y),
+        "sddmm gather L=1024": lambda: stuning.sddmm(mask, q, kt, config=gather),
+        "sddmm tiled L=1024": lambda: stuning.sddmm(mask, q, kt, config=tiled),
+        "sddmm dense rows L=1024": lambda: stuning.sddmm(mask, q, kt, config=dense_rows),
+        "sddmm auto L=1024": lambda: stuning.sddmm(mask, q, kt),
+        "dense Q @ K^T, L=1024": lambda: torch.mm(q, kt),
     }
 
 
 def main() -> None:
     rows, text = [], []
+    only = os.environ.get("PROBE_PATHS", "")
     for name, fn in paths().items():
+        if only and not any(part in name for part in only.split(",")):
+            continue
         us = host_us(fn)
         rows.append({"path": name, "host_us": us, "idle_host_us": idle_host_us(fn)})
         text.append(f"==== {name}: {us:.1f} us a call\n{profile(fn)}")

@@ -206,6 +206,64 @@ def test_noncontiguous_inputs(gen, device, dtype, tol, which):
         check(out, mask, sddmm_ref(mask_dense, a, b), tol, f"{which} {cfg}")
 
 
+def _weight_gradient_operands(gen, dtype, m, n, k):
+    """A = dY^T (a transposed view: K strided) and B = X (row-major: N contiguous), as a weight
+    gradient ``(dY^T @ X) * spy(W)`` hands them."""
+    return randn(k, m, dtype=dtype, gen=gen).t(), randn(k, n, dtype=dtype, gen=gen)
+
+
+class _LaunchSpy:
+    """Stands in for ``_sddmm_kernel``: records the strides of A and B at each launch, then launches."""
+
+    def __init__(self, kernel):
+        self.kernel, self.strides = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.strides.append((args[3].stride(), args[4].stride()))
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+@pytest.mark.parametrize("kernel", ["gather", "tiled", "dense"])
+@pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
+def test_weight_gradient_layouts_are_read_k_contiguous(gen, device, monkeypatch, dtype, tol, kernel):
+    m, n, k = 40, 36, 32
+    mask_dense = random_sparse(m, n, 0.3, dtype, gen)
+    a, b = _weight_gradient_operands(gen, dtype, m, n, k)
+    problem = SDDMMProblem(m, n, k, int((mask_dense != 0).sum()), dtype)
+    cfg = {"gather": sddmm_kernel.heuristic(problem), "tiled": sddmm_kernel.tiled_heuristic(problem),
+           "dense": sddmm_kernel.dense_config()}[kernel]
+    spy = _LaunchSpy(sddmm_kernel._sddmm_kernel)
+    monkeypatch.setattr(sddmm_kernel, "_sddmm_kernel", spy)
+    tiled_strides = []
+    tiled = sddmm_kernel.sddmm_tiled.sddmm_tiled
+    monkeypatch.setattr(sddmm_kernel.sddmm_tiled, "sddmm_tiled",
+                        lambda tiles, mv, a, b, **kw: tiled_strides.append((a.stride(), b.stride()))
+                        or tiled(tiles, mv, a, b, **kw))
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    out = stuning.sddmm(mask, a.to(device), b.to(device), config=cfg)
+    check(out, mask, sddmm_ref(mask_dense, a, b), tol, kernel)
+    # What each kernel was handed: the gather kernel K-contiguous rows of A and columns of B; the
+    # tiled kernel A's rows, and B's columns in fp32 only; the dense kernel (cuBLAS) the views as given.
+    assert spy.strides == ([((k, 1), (1, k))] if kernel == "gather" else [])
+    b_tiled = (1, k) if dtype == torch.float32 else (n, 1)
+    assert tiled_strides == ([((k, 1), b_tiled)] if kernel == "tiled" else [])
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_k_contiguous_operands_are_not_copied(dtype):
+    a = torch.randn(12, 8).to(dtype)
+    b = torch.randn(10, 8).to(dtype).t()  # K-contiguous columns, as attention's K^T
+    for kernel in sddmm_kernel.KERNELS:
+        a_out, b_out = sddmm_kernel.operands_for(kernel, a, b)
+        assert a_out is a and b_out is b, kernel
+    # A one-column A or one-row B has no stride to speak of along K.
+    a1, b1 = torch.randn(12, 1).to(dtype).t().contiguous().t(), torch.randn(1, 10).to(dtype)
+    a_out, b_out = sddmm_kernel.operands_for("gather", a1, b1)
+    assert a_out is a1 and b_out is b1
+
+
 @pytest.mark.parametrize("layout", ["csr", "coo"])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_torch_sparse_mask(gen, device, dtype, tol, layout):
