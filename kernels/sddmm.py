@@ -176,7 +176,7 @@ def sddmm(
     out = _check_out(out, nnz, a)
     if nnz == 0:
         return out
-    a, b = operands_for(config.kernel, a, b)
+    a, b = operands_for(config, a, b)
     if config.kernel == "tiled":
         if tiles is None:
             raise ValueError("sddmm: the tiled kernel needs the mask's output tiles (tiles=)")
@@ -219,22 +219,25 @@ def sddmm(
     return out
 
 
-def operands_for(kernel: str, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A and B in layouts ``kernel`` reads at speed: copies, K contiguous, of those it does not.
+def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A and B in layouts ``config``'s kernel reads at speed: copies, K contiguous, of those it does not.
 
     A weight gradient, ``(dY^T @ X) * spy(W)``, hands A = dY^T as a transposed view and B = X
     row-major, K strided in both. The gather kernel reads a row of A and a column of B per nonzero,
     so each of their elements became a sector of its own: 7-14x slower with B so, 1.3-2.2x with A
-    (BENCHMARKS.md 9a, `scripts/probe_sddmm_layouts.py`). The tiled kernel ran 1.4-2.5x slower on
+    (BENCHMARKS.md 9a, `scripts/probe_sddmm_layouts.py`). The tiled kernel ran 1.2-2.5x slower on
     transposed A tiles, and 1.6x on fp32 B tiles not K-major (its TF32 products); fp16/bf16 B tiles
-    ran alike either way, so they are not copied. cuBLAS, the dense kernel, takes any layout. A copy
-    costs a pass over the operand (a few us at attention and weight-gradient sizes), far less.
+    ran alike either way, so they are not copied, nor is A where one step covers K and a program
+    runs several tiles: its band of A is then read once a run, and the copy cost more (attention at
+    L = 4096: 13.1 us copied, 10.8 read in place). cuBLAS, the dense kernel, takes any layout. A copy
+    costs a pass over the operand, a few us at attention and weight-gradient sizes.
     """
-    if kernel == "dense":
+    if config.kernel == "dense":
         return a, b
-    if not _k_contiguous(a, 1):
+    band_once_a_run = config.kernel == "tiled" and config.tiles_per_program > 1 and config.block_k >= a.shape[1]
+    if not (band_once_a_run or _k_contiguous(a, 1)):
         a = a.contiguous()
-    if not _k_contiguous(b, 0) and (kernel == "gather" or a.dtype == torch.float32):
+    if not _k_contiguous(b, 0) and (config.kernel == "gather" or a.dtype == torch.float32):
         b = b.t().contiguous().t()
     return a, b
 

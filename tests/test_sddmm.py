@@ -252,16 +252,25 @@ def test_weight_gradient_layouts_are_read_k_contiguous(gen, device, monkeypatch,
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
-def test_k_contiguous_operands_are_not_copied(dtype):
+def test_operands_are_copied_only_where_a_kernel_reads_them_slowly(dtype):
     a = torch.randn(12, 8).to(dtype)
     b = torch.randn(10, 8).to(dtype).t()  # K-contiguous columns, as attention's K^T
-    for kernel in sddmm_kernel.KERNELS:
-        a_out, b_out = sddmm_kernel.operands_for(kernel, a, b)
-        assert a_out is a and b_out is b, kernel
+    problem = SDDMMProblem(12, 10, 8, 30, dtype)
+    gather, tiled = sddmm_kernel.heuristic(problem), sddmm_kernel.tiled_heuristic(problem)
+    for cfg in (gather, tiled, sddmm_kernel.dense_config()):
+        a_out, b_out = sddmm_kernel.operands_for(cfg, a, b)
+        assert a_out is a and b_out is b, cfg
     # A one-column A or one-row B has no stride to speak of along K.
     a1, b1 = torch.randn(12, 1).to(dtype).t().contiguous().t(), torch.randn(1, 10).to(dtype)
-    a_out, b_out = sddmm_kernel.operands_for("gather", a1, b1)
+    a_out, b_out = sddmm_kernel.operands_for(gather, a1, b1)
     assert a_out is a1 and b_out is b1
+    # A band of A read once for a run of tiles (one step covers K) is read in place, transposed or not.
+    a_t = a.t().contiguous().t()
+    assert tiled.block_k >= a.shape[1]
+    run = dataclasses.replace(tiled, tiles_per_program=4)
+    assert sddmm_kernel.operands_for(run, a_t, b)[0] is a_t
+    assert sddmm_kernel.operands_for(tiled, a_t, b)[0].stride() == (8, 1)
+    assert sddmm_kernel.operands_for(dataclasses.replace(run, block_k=4), a_t, b)[0].stride() == (8, 1)
 
 
 @pytest.mark.parametrize("layout", ["csr", "coo"])
