@@ -224,7 +224,7 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
 
     A weight gradient, ``(dY^T @ X) * spy(W)``, hands A = dY^T as a transposed view and B = X
     row-major, K strided in both. The gather kernel reads a row of A and a column of B per nonzero,
-    so each of their elements became a sector of its own: 7-14x slower with B so, 1.3-2.2x with A
+    so each of their elements became a sector of its own: 6-14x slower with B so, 1.3-2.2x with A
     (BENCHMARKS.md 9a, `scripts/probe_sddmm_layouts.py`). The tiled kernel ran 1.2-2.5x slower on
     transposed A tiles, and 1.6x on fp32 B tiles not K-major (its TF32 products); fp16/bf16 B tiles
     ran alike either way, so they are not copied, nor is A where one step covers K and a program
