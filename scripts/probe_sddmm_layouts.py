@@ -37,6 +37,7 @@ CASES = (["wgrad:32:48:24:0.9:float16"] if SMOKE else os.environ.get(
     "attention:4096:4096:64:0.98:float16,wgrad:4096:4096:256:0.98:float32",
 ).split(","))
 LAYOUTS = ["A k, B k", "A m, B k", "A k, B n", "A m, B n"]
+KERNELS = ["gather", "tiled", "dense", "auto"]  # auto: the database's lookup
 
 
 def operands(m: int, n: int, k: int, dtype, gen, device, layout: str):
@@ -58,14 +59,14 @@ def main() -> None:
         gen = torch.Generator(device=device).manual_seed(0)
         mask = CSRMatrix.from_dense(random_sparse(m, n, sparsity, dtype=dtype, device=device, generator=gen))
         problem = sddmm_kernel.SDDMMProblem(m=m, n=n, k=k, nnz=mask.nnz, dtype=dtype)
-        configs = {"gather": sddmm_kernel.heuristic(problem), "tiled": sddmm_kernel.tiled_heuristic(problem),
-                   "dense": sddmm_kernel.dense_config(sddmm_kernel.sddmm_dense.rows_per_program(mask.nnz, m)),
-                   "auto": None}
+        configs = dict(zip(KERNELS, (
+            sddmm_kernel.heuristic(problem), sddmm_kernel.tiled_heuristic(problem),
+            sddmm_kernel.dense_config(sddmm_kernel.sddmm_dense.rows_per_program(mask.nnz, m)), None), strict=True))
+        row_ids, cols = mask.row_ids().long(), mask.col.long()
         for layout in LAYOUTS:
             gen = torch.Generator(device=device).manual_seed(1)
             a, b = operands(m, n, k, dtype, gen, device, layout)
-            row_ids = mask.row_ids().long()
-            ref = (a.double() @ b.double())[row_ids, mask.col.long()]
+            ref = (a.double() @ b.double())[row_ids, cols]
             for name, cfg in configs.items():
                 def call(cfg=cfg, mask=mask, a=a, b=b):
                     return stuning.sddmm(mask, a, b, config=cfg)
@@ -80,7 +81,7 @@ def main() -> None:
         json.dump({"device": device_name, "torch": torch.__version__, "rows": rows}, f, indent=1)
     print(f"\n{'case':38} " + " ".join(f"{lay:>10}" for lay in LAYOUTS) + "   (us; A k/B k is what the tuner times)")
     for case in CASES:
-        for name in configs:
+        for name in KERNELS:
             us = {r["layout"]: r["us"] for r in rows if r["case"] == case and r["kernel"] == name}
             print(f"{case[:31] + ' ' + name:38} " + " ".join(f"{us[lay]:10.1f}" for lay in LAYOUTS))
 
