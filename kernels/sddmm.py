@@ -232,14 +232,21 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     L = 4096: 13.1 us copied, 10.8 read in place). cuBLAS, the dense kernel, takes any layout. A copy
     costs a pass over the operand, a few us at attention and weight-gradient sizes.
     """
-    if config.kernel == "dense":
-        return a, b
-    band_once_a_run = config.kernel == "tiled" and config.tiles_per_program > 1 and config.block_k >= a.shape[1]
-    if not (band_once_a_run or _k_contiguous(a, 1)):
+    copy_a, copy_b = copies_for(config, a.shape[1], fp32=a.dtype == torch.float32)
+    if copy_a and not _k_contiguous(a, 1):
         a = a.contiguous()
-    if not _k_contiguous(b, 0) and (config.kernel == "gather" or a.dtype == torch.float32):
+    if copy_b and not _k_contiguous(b, 0):
         b = b.t().contiguous().t()
     return a, b
+
+
+def copies_for(config: SDDMMConfig, k: int, *, fp32: bool) -> tuple[bool, bool]:
+    """Whether ``config``'s kernel gets A, and B, copied K-contiguous when K is strided in them
+    (``operands_for``; the cost model charges the copies)."""
+    if config.kernel == "dense":
+        return False, False
+    band_once_a_run = config.kernel == "tiled" and config.tiles_per_program > 1 and config.block_k >= k
+    return not band_once_a_run, config.kernel == "gather" or fp32
 
 
 def _k_contiguous(x: torch.Tensor, k_axis: int) -> bool:

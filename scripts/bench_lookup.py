@@ -63,7 +63,7 @@ POLICIES = (*METRICS, f"{NEAREST_K}-model")
 def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: int | None = None,
             natural_rows: bool = False):
     """(run, reference, features) on random inputs with the entry's sizes (each at most ``cap``),
-    density and row skew; for SpMM also its B layout and row padding. ``natural_rows``: each element of
+    density, row skew and operand layout; for SpMM also its row padding. ``natural_rows``: each element of
     the sparse matrix (SDDMM's mask) kept independently, and the features those of the matrix made."""
     from stuning.formats import CSRMatrix
     from stuning.matrices import random_sparse
@@ -78,7 +78,8 @@ def rebuild(op: str, features: dict, dtype: str, seed: int, device: str, cap: in
         return natural_sddmm(m, n, k, features["density"], dtype, seed, device)
     if op == "sddmm":  # every shipped SDDMM entry has even rows, as the suite's masks
         short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}[dtype]  # the suite's names
-        problem = build_problem(SDDMMCase(m, n, k, 1.0 - features["density"], short), device=device, seed=seed)
+        case = SDDMMCase(m, n, k, 1.0 - features["density"], short, k_strided=bool(features.get("a_t")))
+        problem = build_problem(case, device=device, seed=seed)
         return problem.run, problem.reference, features
     dt = TORCH_DTYPES[dtype]
     gen = torch.Generator(device=device).manual_seed(seed)

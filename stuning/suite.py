@@ -71,7 +71,9 @@ class SpMMCase:
 @dataclass(frozen=True)
 class SDDMMCase:
     """(A @ B) at the nonzeros of a mask: mask m x n, A m x k, B k x n. ``family`` is ``attention``
-    (m = n = L, k the head dimension) or ``wgrad`` (a weight shape, k the tokens of a batch)."""
+    (m = n = L, k the head dimension) or ``wgrad`` (a weight shape, k the tokens of a batch).
+    ``k_strided``: A a transposed view and B row-major, K strided in both, as a weight gradient
+    ``dY^T @ X`` hands them; by default both are K-contiguous, as attention's Q and K^T are."""
 
     m: int
     n: int
@@ -79,13 +81,15 @@ class SDDMMCase:
     sparsity: float
     dtype: str
     family: str = "wgrad"
+    k_strided: bool = False
 
     op = "sddmm"
 
     @property
     def name(self) -> str:
         shape = f"L{self.m}" if self.family == "attention" else f"{self.m}x{self.n}"
-        return f"sddmm_{self.family}_{shape}_k{self.k}_s{_pct(self.sparsity)}_{self.dtype}"
+        layout = "_kt" if self.k_strided else ""
+        return f"sddmm_{self.family}_{shape}_k{self.k}{layout}_s{_pct(self.sparsity)}_{self.dtype}"
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -76,6 +76,17 @@ def test_sddmm_grid_takes_attention_masks(db_dir, capsys):
     assert names == [SDDMMCase(64, 64, 16, 0.9, "fp16", f).name for f in ("wgrad", "attention")]
 
 
+def test_sddmm_grid_takes_operand_layouts(db_dir, capsys):
+    # A weight gradient's layout (K strided) is its own problem, keyed apart.
+    from stuning.suite import SDDMMCase
+
+    out = _json(capsys, ["tune", "--strategy", "model", "--device", "h100", "--op", "sddmm", "--shape", "64x48",
+                         "--n", "32", "--sparsity", "0.9", "--layout", "k-contiguous,k-strided", "--json"])
+    assert [r["problem"] for r in out["results"]] == [SDDMMCase(64, 48, 32, 0.9, "fp16", k_strided=s).name
+                                                      for s in (False, True)]
+    assert ["at=1" in r["key"] for r in out["results"]] == [False, True]
+
+
 @pytest.mark.parametrize(
     "argv,code,needle",
     [
@@ -84,6 +95,7 @@ def test_sddmm_grid_takes_attention_masks(db_dir, capsys):
         (["tune", "--strategy", "model", "--dtype", "fp8"], 2, "unknown dtype"),
         (["tune", "--strategy", "model", "--sparsity", "100"], 2, "not a fraction"),
         (["tune", "--strategy", "model", "--op", "sddmm", "--mask", "causal"], 2, "unknown SDDMM mask"),
+        (["tune", "--strategy", "model", "--op", "sddmm", "--layout", "row-major"], 2, "unknown SDDMM layout"),
         (["tune", "--strategy", "model", "--op", "sddmm", "--shape", "64x32", "--mask", "attention"], 2,
          "attention mask is L x L"),
         pytest.param(["tune", "--shape", "64x64"], 3, "needs a CUDA GPU", marks=CPU_ONLY),

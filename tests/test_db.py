@@ -521,6 +521,29 @@ def test_sddmm_lookup_takes_the_same_density_over_the_same_skew(tmp_path, densit
     assert found.how == "nearest" and found.entry.config == {"key": wanted}
 
 
+def test_sddmm_lookup_prefers_the_callers_operand_layout(tmp_path):
+    from stuning.tuning.features import NEAREST_FEATURES, NEAREST_MAX_DISTANCE
+
+    def lookup(db, **query):
+        return db.lookup("sddmm", "float16", "q", {**shape, "row_cv": 0.01, **query},
+                         max_distance=NEAREST_MAX_DISTANCE["sddmm"], feature_names=NEAREST_FEATURES["sddmm"])
+
+    db = open_db(tmp_path)
+    shape = {"m": 4096, "n": 4096, "k": 256}
+    db.put(entry(op="sddmm", config={"key": "plain"}, features={**shape, "density": 0.05, "row_cv": 0.01,
+                                                                 "a_t": 0}), "plain")
+    # Only a K-contiguous entry: it answers a K-strided problem of its features, not one a step away.
+    assert lookup(db, density=0.05, a_t=1).entry.config == {"key": "plain"}
+    assert lookup(db, density=0.05 * 2 ** 0.9, a_t=1).how == "miss"
+    assert lookup(db, density=0.05 * 2 ** 0.9, a_t=0).entry.config == {"key": "plain"}
+    # A K-strided entry a density step away is nearer than the other layout's at the same density.
+    db.put(entry(op="sddmm", config={"key": "strided"}, features={**shape, "density": 0.1, "row_cv": 0.01,
+                                                                   "a_t": 1}), "strided")
+    assert lookup(db, density=0.05 * 2 ** 0.6, a_t=1).entry.config == {"key": "strided"}
+    assert lookup(db, density=0.05 * 2 ** 0.6, a_t=0).entry.config == {"key": "plain"}
+    assert lookup(db, density=0.05, a_t=1).entry.config == {"key": "plain"}
+
+
 def test_lookup_never_crosses_op_or_dtype_width(tmp_path):
     db = open_db(tmp_path)
     features = {"m": 4096, "k": 4096, "n": 128}

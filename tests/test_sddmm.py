@@ -273,6 +273,38 @@ def test_operands_are_copied_only_where_a_kernel_reads_them_slowly(dtype):
     assert sddmm_kernel.operands_for(dataclasses.replace(run, block_k=4), a_t, b)[0].stride() == (8, 1)
 
 
+def test_a_transposed_is_its_own_tuning_problem(gen, device, monkeypatch):
+    from stuning.ops.selection import SELECTOR
+    from stuning.tuning.features import is_k_strided, sddmm_features
+    from stuning.tuning.session import key_for
+
+    m, n, k = 24, 20, 32
+    mask_dense = random_sparse(m, n, 0.3, torch.float32, gen)
+    mask = CSRMatrix.from_dense(mask_dense.to(device))
+    plain, strided = key_for(sddmm_features(mask, k)), key_for(sddmm_features(mask, k, a_transposed=True))
+    assert plain != strided and "at=1" in strided
+    keys = []
+    real = SELECTOR.choose
+    monkeypatch.setattr(SELECTOR, "choose", lambda features, key: keys.append(key) or real(features, key))
+    a_t, b = _weight_gradient_operands(gen, torch.float32, m, n, k)
+    # A's layout is keyed (it decides the tiled kernel's copy), B's is not.
+    layouts = {
+        "weight gradient": ((a_t, b), strided),
+        "A transposed only": ((a_t, b.t().contiguous().t()), strided),
+        "B row-major only": ((a_t.contiguous(), b), plain),
+        "attention": ((a_t.contiguous(), b.t().contiguous().t()), plain),
+    }
+    for what, ((a, b_), wanted) in layouts.items():
+        assert is_k_strided(a) == (wanted == strided), what
+        keys.clear()
+        mask.cache.clear()  # the op caches its choice on the mask, per layout of A
+        check(stuning.sddmm(mask, a.to(device), b_.to(device)), mask, sddmm_ref(mask_dense, a, b_),
+              TOL[torch.float32], what)
+        assert keys == [wanted], what
+    # A one-column A has no stride along K to speak of.
+    assert not is_k_strided(torch.randn(1, 5).t())
+
+
 @pytest.mark.parametrize("layout", ["csr", "coo"])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
 def test_torch_sparse_mask(gen, device, dtype, tol, layout):

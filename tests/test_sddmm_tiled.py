@@ -30,6 +30,7 @@ from stuning.formats.tiles import tile_position
 from stuning.suite import SDDMMCase
 from stuning.tuning.cost_model import CostModel
 from stuning.tuning.cost_model import sddmm as sddmm_cost
+from stuning.tuning.cost_model.base import LAUNCH_US
 from stuning.tuning.cost_model.sddmm import nonempty_tiles
 from stuning.tuning.device import spec_for
 from stuning.tuning.features import sddmm_features, synthetic_sddmm_features, tile_feature
@@ -345,6 +346,23 @@ def test_tuner_runner_runs_the_tiled_kernel(device):
     assert any(key[0] == "output_tiles" for key in problem.inputs["mask"].cache)
 
 
+@pytest.mark.parametrize("k_strided", [False, True])
+def test_tuner_problem_is_laid_out_as_its_case_says(device, k_strided):
+    from stuning.tuning.driver import case_like
+    from stuning.tuning.session import key_for
+
+    case = SDDMMCase(40, 50, 24, 0.8, "fp32", k_strided=k_strided)
+    problem = build_problem(case, device=device, seed=3)
+    a, b = problem.inputs["a"], problem.inputs["b"]
+    # K-strided: A = dY^T a transposed view, B = X row-major, as a weight gradient hands them.
+    assert (a.stride(1) != 1, b.stride(0) != 1) == (k_strided, k_strided)
+    assert ("at=1" in key_for(problem.features)) == k_strided and ("_kt_" in case.name) == k_strided
+    assert case_like(problem.features) == case
+    for cfg in (tiled(bk=16), sddmm_kernel.heuristic(SDDMMProblem(40, 50, 24, 400, torch.float32)),
+                sddmm_kernel.dense_config()):
+        assert_close(problem.run(cfg).cpu(), problem.reference.double().cpu(), TOL[torch.float32], cfg.kernel)
+
+
 # ------------------------------------------------------------------------------- cost model
 H200 = spec_for("NVIDIA H200")
 
@@ -371,6 +389,28 @@ def test_model_charges_a_run_one_read_of_a_band():
     deep = synthetic_sddmm_features(4096, 4096, 256, 0.05, "float16")
     assert (sddmm_cost.terms(deep, tiled(128, 64, 64, 512, 8, 2, run=4), spec).mem_us
             == sddmm_cost.terms(deep, tiled(128, 64, 64, 512, 8, 2), spec).mem_us)  # several K steps: no saving
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_model_charges_k_strided_operands_the_copies_the_launch_makes(dtype):
+    # A weight gradient's dY^T and X: the gather kernel gets both copied, the tiled kernel A (and B
+    # in fp32) unless a run reads its band in place, the dense kernel (cuBLAS) neither.
+    spec = spec_for("NVIDIA H200")
+    m, n, k = 4096, 2048, 256
+    plain = synthetic_sddmm_features(m, n, k, 0.05, dtype)
+    strided = plain.with_values(a_t=1)
+    elt = 4 if dtype == "float32" else 2
+    a_us, b_us = (2 * size * elt / (spec.dram_gbs * 1e3) + LAUNCH_US for size in (m * k, k * n))
+    problem = SDDMMProblem(m, n, k, plain["nnz"], getattr(torch, dtype))
+    configs = {"gather": (sddmm_kernel.heuristic(problem), a_us + b_us),
+               "tiled": (tiled(128, 64, 64, 512, 8, 2), a_us + (b_us if dtype == "float32" else 0.0)),
+               "tiled run": (tiled(128, 64, 256, 512, 8, 2, run=4), b_us if dtype == "float32" else 0.0),
+               "dense": (sddmm_kernel.dense_config(), 0.0)}
+    model = CostModel(spec)
+    for what, (cfg, copies_us) in configs.items():
+        extra = sddmm_cost.terms(strided, cfg, spec).overhead_us - sddmm_cost.terms(plain, cfg, spec).overhead_us
+        assert extra == pytest.approx(copies_us, rel=1e-9), what
+        assert model.predict_us(strided, cfg) == pytest.approx(model.predict_us(plain, cfg) + copies_us), what
 
 
 def test_model_counts_the_tiles_of_a_structured_mask(gen):

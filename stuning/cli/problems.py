@@ -11,6 +11,7 @@ from stuning.suite import PRESETS, SDDMMCase, Semi24Case, SpMMCase, preset
 OPS = ("spmm", "sddmm", "semi24")
 DTYPES = ("fp32", "fp16", "bf16")
 MASKS = ("wgrad", "attention")  # SDDMMCase.family
+LAYOUTS = {"k-contiguous": False, "k-strided": True}  # SDDMMCase.k_strided
 
 
 def add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -24,6 +25,10 @@ def add_problem_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mask", default="wgrad",
                    help="SDDMM masks: wgrad (uniform random, a weight's shape) or attention (an L x L "
                         "attention pattern, as the suite's); both may be listed")
+    g.add_argument("--layout", default="k-contiguous",
+                   help="SDDMM operands: k-contiguous (A row-major, B a transposed view, as attention's Q "
+                        "and K^T) or k-strided (A a transposed view, B row-major, as a weight gradient "
+                        "dY^T @ X hands them; keyed apart); both may be listed")
     g.add_argument("--suite", default=None, choices=sorted(PRESETS),
                    help="use a preset of the standard suite instead of the grid options")
 
@@ -85,6 +90,10 @@ def cases_from_args(args) -> list:
     for mask in masks:
         if mask not in MASKS:
             raise CLIError(f"unknown SDDMM mask {mask!r}; choose from {', '.join(MASKS)}")
+    layouts = split_list(getattr(args, "layout", "k-contiguous"), "layout", str)
+    for layout in layouts:
+        if layout not in LAYOUTS:
+            raise CLIError(f"unknown SDDMM layout {layout!r}; choose from {', '.join(LAYOUTS)}")
     cases = []
     for op in ops:
         for (m, k), n, d in itertools.product(shapes, ns, dtypes):
@@ -99,7 +108,8 @@ def cases_from_args(args) -> list:
             else:
                 if "attention" in masks and m != k:
                     raise CLIError(f"an attention mask is L x L, got shape {m}x{k}")
-                cases += [SDDMMCase(m, k, n, s, d, mask) for s in sparsities for mask in masks]
+                cases += [SDDMMCase(m, k, n, s, d, mask, LAYOUTS[layout])
+                          for s in sparsities for mask in masks for layout in layouts]
     if not cases:
         raise CLIError("no problem matches those options (2:4 takes fp16 or bf16 only)")
     return cases

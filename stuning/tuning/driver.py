@@ -201,13 +201,14 @@ def known_failures_of(db, key: str) -> list:
 
 
 def case_like(features: ProblemFeatures):
-    """A suite case with the problem's shapes and dtype (what compiled kernels are specialized on)."""
+    """A suite case with the problem's shapes, dtype and operand layout (what compiled kernels are
+    specialized on)."""
     v, dtype = features.values, SUITE_DTYPES[features.dtype]
     if features.op == "spmm":
         return SpMMCase(v["m"], v["k"], v["n"], 1.0 - v["density"], v["row_cv"], dtype)
     if features.op == "semi24":
         return Semi24Case(v["m"], v["k"], v["n"], dtype)
-    return SDDMMCase(v["m"], v["n"], v["k"], 1.0 - v["density"], dtype)
+    return SDDMMCase(v["m"], v["n"], v["k"], 1.0 - v["density"], dtype, k_strided=bool(v.get("a_t", 0)))
 
 
 def entry_problem(key: str, entry, *, seed: int = 0) -> tuple[Problem | None, str | None]:

@@ -31,11 +31,12 @@ HIST_EDGES = (0.25, 0.5, 1.0, 2.0, 4.0)
 # binomial: cv 0.14 at L = 1024, 95% zeros) was nearer the even-row 98% entry than its own density's,
 # whose config ran up to 1.49x faster; the same replays on the H200 (BENCHMARKS.md 8x), log2(1 + x)
 # against this: 1.016x -> 1.000x for such masks, 1.177x -> 1.122x (worst 3.07x -> 1.73x) leaving
-# each even-row entry out.
+# each even-row entry out. A with K strided (``a_t``) counts as half the reach away from A with K
+# contiguous: an entry of the caller's layout answers first, the other's where none is near.
 _DENSITY_AND_SKEW = {"density": RATIO, "row_cv": 0.25}
 NEAREST_FEATURES = {
     "spmm": {"m": RATIO, "k": RATIO, "n": RATIO, **_DENSITY_AND_SKEW},
-    "sddmm": {"m": RATIO, "n": RATIO, "k": RATIO, **_DENSITY_AND_SKEW},
+    "sddmm": {"m": RATIO, "n": RATIO, "k": RATIO, **_DENSITY_AND_SKEW, "a_t": 2.0},
     "semi24": ("m", "k", "n"),
 }
 NEAREST_MAX_DISTANCE = {"spmm": 2.0, "sddmm": 1.0, "semi24": 1.0}
@@ -91,10 +92,13 @@ class ProblemFeatures:
                 key["bt"] = 1
             return key
         if self.op == "sddmm":
-            return {
+            key = {
                 "m": v["m"], "n": v["n"], "k": bucket_tokens(v["k"]), "k_align": v["k_align"],
                 "density": bucket_density(v["density"]), "cv": round(v["row_cv"], 1),
             }
+            if v.get("a_t"):  # A copied K-contiguous for some kernels, not for others: other winners
+                key["at"] = 1
+            return key
         key = {"m": v["m"], "k": v["k"], "n": bucket_tokens(v["n"]), "n_align": v["n_align"]}
         if v.get("b_t"):  # X^T read in place by the warpgroup kernel, copied for the others
             key["bt"] = 1
@@ -159,10 +163,20 @@ def _tile_features(mask: CSRMatrix) -> dict:
     return {tile_feature(bm, bn): c for (bm, bn), c in (counts or {}).items()}
 
 
-def sddmm_features(mask: CSRMatrix, k: int, dtype=None) -> ProblemFeatures:
+def sddmm_features(mask: CSRMatrix, k: int, dtype=None, *, a_transposed: bool = False) -> ProblemFeatures:
+    """``a_transposed``: A has K strided (a weight gradient's dY^T, a transposed view), which costs
+    the gather and tiled kernels a copy of it and the dense kernel nothing (keyed apart: ``at=1``).
+    B's layout is not keyed: it costs only the gather kernel (and fp32 tiles) a copy, and such
+    problems are tuned with B row-major, as a weight gradient's X is."""
     m, n = mask.shape
-    values = {"m": m, "n": n, "k": k, "k_align": alignment(k), **_row_features(mask), **_tile_features(mask)}
+    values = {"m": m, "n": n, "k": k, "k_align": alignment(k), "a_t": int(a_transposed), **_row_features(mask),
+              **_tile_features(mask)}
     return ProblemFeatures("sddmm", dtype_name(dtype or mask.dtype), values)
+
+
+def is_k_strided(a) -> bool:
+    """Whether SDDMM's A (M x K) has K strided (a transposed view): keyed ``at=1``."""
+    return a.shape[1] > 1 and a.stride(1) != 1
 
 
 def semi24_features(m: int, k: int, n: int, dtype, *, b_transposed: bool = False) -> ProblemFeatures:
@@ -185,6 +199,6 @@ def synthetic_spmm_features(m: int, k: int, n: int, density: float, dtype, row_c
 
 def synthetic_sddmm_features(m: int, n: int, k: int, density: float, dtype, row_cv: float = 0.0) -> ProblemFeatures:
     f = synthetic_spmm_features(m, n, k, density, dtype, row_cv)
-    values = {**f.values, "m": m, "n": n, "k": k, "k_align": alignment(k)}
+    values = {**f.values, "m": m, "n": n, "k": k, "k_align": alignment(k), "a_t": 0}
     values.pop("n_align")
     return ProblemFeatures("sddmm", f.dtype, values)

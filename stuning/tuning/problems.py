@@ -72,11 +72,18 @@ def spmm_problem(case: SpMMCase, *, device=None, seed: int = 0, b_transposed: bo
 
 
 def sddmm_problem_on(case: SDDMMCase, mask: CSRMatrix, gen: torch.Generator) -> Problem:
-    """The SDDMM ``case`` on a given ``mask`` (its m x n, on the generator's device), random A and B."""
+    """The SDDMM ``case`` on a given ``mask`` (its m x n, on the generator's device), random A and B
+    laid out as the case says."""
     dtype, device = case.torch_dtype, mask.device
-    a = torch.randn(case.m, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype)
-    # B as the transpose of an (n x k) matrix: K-contiguous columns, as attention's K^T is.
-    b = torch.randn(case.n, case.k, generator=gen, device=device, dtype=torch.float32).to(dtype).t()
+
+    def rows_by_k(rows):  # a random rows x K matrix, K contiguous unless the case says strided
+        shape = (case.k, rows) if case.k_strided else (rows, case.k)
+        x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+        return x.t() if case.k_strided else x
+
+    # By default K is contiguous in both, as in attention's Q and K^T; a weight gradient's dY^T is
+    # a transposed view and its X row-major.
+    a, b = rows_by_k(case.m), rows_by_k(case.n).t()
     row_ids = mask.row_ids()
     ref = (a.float() @ b.float())[row_ids.long(), mask.col.long()]
     # The tiled kernel's tiles are built on its first run (the objective's check, untimed) and cached.
@@ -86,8 +93,8 @@ def sddmm_problem_on(case: SDDMMCase, mask: CSRMatrix, gen: torch.Generator) -> 
         return sddmm_kernel.sddmm(row_ids, mask.col, mask.values, a, b, alpha=1.0, beta=0.0, config=c,
                                   tiles=tiles, crow=mask.crow, out=out)
 
-    return Problem(case, sddmm_features(mask, case.k, dtype), run, ref, {"mask": mask, "a": a, "b": b},
-                   lambda: a @ b)
+    return Problem(case, sddmm_features(mask, case.k, dtype, a_transposed=case.k_strided), run, ref,
+                   {"mask": mask, "a": a, "b": b}, lambda: a @ b)
 
 
 def build_problem(case, *, device=None, seed: int = 0) -> Problem:

@@ -5,9 +5,10 @@ about each."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from stuning.kernels.sddmm import SDDMMConfig
+from stuning.kernels.sddmm import SDDMMConfig, copies_for
 from stuning.kernels.sddmm_tiled import registers_per_thread, shared_memory_bytes
 from stuning.tuning.cost_model.base import (
     LAUNCH_US,
@@ -38,10 +39,26 @@ _TF32X3_PASSES = 3
 
 def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
     if cfg.kernel == "tiled":
-        return _tiled_terms(f, cfg, device)
-    if cfg.kernel == "dense":
-        return _dense_terms(f, cfg, device)
-    return _gather_terms(f, cfg, device)
+        t = _tiled_terms(f, cfg, device)
+    elif cfg.kernel == "dense":
+        t = _dense_terms(f, cfg, device)
+    else:
+        t = _gather_terms(f, cfg, device)
+    copy_us = _copies_us(f, cfg, device)
+    return dataclasses.replace(t, overhead_us=t.overhead_us + copy_us) if copy_us else t
+
+
+def _copies_us(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> float:
+    """The launch's copies of operands with K strided to K-contiguous ones, where the kernel reads
+    them so (kernels/sddmm.operands_for): each a launch that reads and writes the operand once. A
+    fixed cost, like a launch's, outside the fitted part. ``a_t``: a weight gradient's layout, A =
+    dY^T a transposed view and B = X row-major."""
+    if not f.values.get("a_t"):
+        return 0.0
+    m, n, k = f["m"], f["n"], f["k"]
+    copy_a, copy_b = copies_for(cfg, k, fp32=f.dtype == "float32")
+    copied = [size for size, copied in ((m * k, copy_a), (k * n, copy_b)) if copied]
+    return sum(memory_us(2 * size * DTYPE_BYTES[f.dtype], 0.0, device) + LAUNCH_US for size in copied)
 
 
 def _dense_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
