@@ -16,8 +16,8 @@ def tuned_config(operand, op: str, width: int, dtype, make_features, *, transpos
     """The chosen config for ``operand`` (a static matrix) applied to ``width`` columns.
 
     Keyed on the operand itself by (op, width bucket, width alignment, dtype, whether the dense
-    operands come in the other layout the database keys apart: B a transposed view, SDDMM's K
-    strided): every width sharing those gets a config valid for it, so repeated
+    operands come in the other layout the database keys apart: SpMM's B a transposed view, SDDMM's
+    A with K strided): every width sharing those gets a config valid for it, so repeated
     calls skip features and keys entirely.
     """
     def choose():
