@@ -115,6 +115,11 @@ class SDDMMConfig:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def reads_band_once_a_run(self, k: int) -> bool:
+        """Whether a tiled program reads its band of A once for its run of tiles (one step covers
+        K and it runs several), not once a tile."""
+        return self.kernel == "tiled" and self.tiles_per_program > 1 and self.block_k >= k
+
     def tiled_params(self) -> sddmm_tiled.TiledParams:
         return sddmm_tiled.TiledParams(
             self.block_m, self.block_n, self.block_k, self.chunk, self.num_warps, self.num_stages,
@@ -245,8 +250,7 @@ def copies_for(config: SDDMMConfig, k: int, *, fp32: bool) -> tuple[bool, bool]:
     (``operands_for``; the cost model charges the copies)."""
     if config.kernel == "dense":
         return False, False
-    band_once_a_run = config.kernel == "tiled" and config.tiles_per_program > 1 and config.block_k >= k
-    return not band_once_a_run, config.kernel == "gather" or fp32
+    return not config.reads_band_once_a_run(k), config.kernel == "gather" or fp32
 
 
 def _k_contiguous(x: torch.Tensor, k_axis: int) -> bool:

@@ -57,8 +57,8 @@ def _copies_us(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> floa
         return 0.0
     m, n, k = f["m"], f["n"], f["k"]
     copy_a, copy_b = copies_for(cfg, k, fp32=f.dtype == "float32")
-    copied = [size for size, copied in ((m * k, copy_a), (k * n, copy_b)) if copied]
-    return sum(memory_us(2 * size * DTYPE_BYTES[f.dtype], 0.0, device) + LAUNCH_US for size in copied)
+    sizes = [size for size, copy in ((m * k, copy_a), (k * n, copy_b)) if copy]
+    return sum(memory_us(2 * size * DTYPE_BYTES[f.dtype], 0.0, device) + LAUNCH_US for size in sizes)
 
 
 def _dense_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
@@ -136,7 +136,7 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     # one run of the CSR values: short runs write partial sectors.
     bands = max(1.0, min(math.ceil(m / bm), tiles))
     programs = bands * math.ceil(tiles / bands / cfg.tiles_per_program)
-    a_reads = programs if cfg.tiles_per_program > 1 and cfg.block_k >= k else tiles
+    a_reads = programs if cfg.reads_band_once_a_run(k) else tiles
     run_bytes = max(1.0, per_tile / min(bm, m)) * elt
     out_l2 = nnz * elt / sector_efficiency(run_bytes)
     dram = (m * k + k * n) * elt + nnz * elt + meta
