@@ -14,6 +14,7 @@ pass by rows) and with the database's lookup (``auto``), as CUDA graphs behind a
 output is checked against a float64 reference first.
 
     OUT=/tmp/o python3 scripts/probe_sddmm_layouts.py      # $OUT/sddmm_layouts.json, a table last
+    PROBE_LAYOUTS="A m, B n" PROBE_KERNELS=auto python3 scripts/probe_sddmm_layouts.py  # the lookup alone
     TRITON_INTERPRET=1 PROBE_SMOKE=1 python3 scripts/probe_sddmm_layouts.py   # tiny, CPU
 """
 
@@ -36,8 +37,14 @@ CASES = (["wgrad:32:48:24:0.9:float16"] if SMOKE else os.environ.get(
     "wgrad:4096:4096:256:0.95:float16,wgrad:4096:4096:256:0.98:float16,wgrad:4096:4096:2048:0.98:float16,"
     "attention:4096:4096:64:0.98:float16,wgrad:4096:4096:256:0.98:float32",
 ).split(","))
-LAYOUTS = ["A k, B k", "A m, B k", "A k, B n", "A m, B n"]
-KERNELS = ["gather", "tiled", "dense", "auto"]  # auto: the database's lookup
+ALL_LAYOUTS = ["A k, B k", "A m, B k", "A k, B n", "A m, B n"]
+ALL_KERNELS = ["gather", "tiled", "dense", "auto"]  # auto: the database's lookup
+# PROBE_LAYOUTS / PROBE_KERNELS: subsets, "|"-separated (e.g. "A m, B n" and "auto": only the
+# lookup on a weight gradient's layout).
+LAYOUTS = [x for x in os.environ.get("PROBE_LAYOUTS", "|".join(ALL_LAYOUTS)).split("|") if x]
+KERNELS = [x for x in os.environ.get("PROBE_KERNELS", "|".join(ALL_KERNELS)).split("|") if x]
+if not set(LAYOUTS) <= set(ALL_LAYOUTS) or not set(KERNELS) <= set(ALL_KERNELS):
+    raise SystemExit(f"PROBE_LAYOUTS must be among {ALL_LAYOUTS} and PROBE_KERNELS among {ALL_KERNELS}")
 
 
 def operands(m: int, n: int, k: int, dtype, gen, device, layout: str):
@@ -59,9 +66,10 @@ def main() -> None:
         gen = torch.Generator(device=device).manual_seed(0)
         mask = CSRMatrix.from_dense(random_sparse(m, n, sparsity, dtype=dtype, device=device, generator=gen))
         problem = sddmm_kernel.SDDMMProblem(m=m, n=n, k=k, nnz=mask.nnz, dtype=dtype)
-        configs = dict(zip(KERNELS, (
+        configs = dict(zip(ALL_KERNELS, (
             sddmm_kernel.heuristic(problem), sddmm_kernel.tiled_heuristic(problem),
             sddmm_kernel.dense_config(sddmm_kernel.sddmm_dense.rows_per_program(mask.nnz, m)), None), strict=True))
+        configs = {name: configs[name] for name in KERNELS}
         row_ids, cols = mask.row_ids().long(), mask.col.long()
         for layout in LAYOUTS:
             gen = torch.Generator(device=device).manual_seed(1)
