@@ -230,14 +230,16 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     A weight gradient, ``(dY^T @ X) * spy(W)``, hands A = dY^T as a transposed view and B = X
     row-major, K strided in both. The gather kernel reads a row of A and a column of B per nonzero,
     so each of their elements became a sector of its own: 6-14x slower with B so, 1.3-2.2x with A
-    (BENCHMARKS.md 9a, `scripts/probe_sddmm_layouts.py`). The tiled kernel ran 1.2-2.5x slower on
-    transposed A tiles, and 1.6x on fp32 B tiles not K-major (its TF32 products); fp16/bf16 B tiles
-    ran alike either way, so they are not copied, nor is A where one step covers K and a program
-    runs several tiles: its band of A is then read once a run, and the copy cost more (attention at
-    L = 4096: 13.1 us copied, 10.8 read in place). cuBLAS, the dense kernel, takes any layout. A copy
-    costs a pass over the operand, a few us at attention and weight-gradient sizes.
+    (BENCHMARKS.md 9a, `scripts/probe_sddmm_layouts.py`). The tiled kernel reads A's tiles at speed
+    either way where M is a whole number of tiles (its loads then need no mask along M, A's
+    contiguous axis; BENCHMARKS.md 9c), so A is copied only where M is ragged, and not even then
+    where one step covers K and a program runs several tiles: its band of A is read once a run, and
+    the copy cost more (attention at L = 4096: 13.1 us copied, 10.8 read in place). B is copied for
+    the tiled kernel in fp32 only: its TF32 products ran 1.6x slower on B tiles not K-major, where
+    fp16/bf16 ran alike. cuBLAS, the dense kernel, takes any layout. A copy costs a pass over the
+    operand that PyTorch makes at a fraction of the memory's speed (~50 us for a 16 MB A).
     """
-    copy_a, copy_b = copies_for(config, a.shape[1], fp32=a.dtype == torch.float32)
+    copy_a, copy_b = copies_for(config, a.shape[0], a.shape[1], fp32=a.dtype == torch.float32)
     if copy_a and not _k_contiguous(a, 1):
         a = a.contiguous()
     if copy_b and not _k_contiguous(b, 0):
@@ -245,12 +247,15 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     return a, b
 
 
-def copies_for(config: SDDMMConfig, k: int, *, fp32: bool) -> tuple[bool, bool]:
-    """Whether ``config``'s kernel gets A, and B, copied K-contiguous when K is strided in them
-    (``operands_for``; the cost model charges the copies)."""
+def copies_for(config: SDDMMConfig, m: int, k: int, *, fp32: bool) -> tuple[bool, bool]:
+    """Whether ``config``'s kernel gets A (M x K), and B, copied K-contiguous when K is strided in
+    them (``operands_for``; the cost model charges the copies)."""
     if config.kernel == "dense":
         return False, False
-    return not config.reads_band_once_a_run(k), config.kernel == "gather" or fp32
+    if config.kernel == "gather":
+        return True, True
+    ragged_m = m % config.block_m != 0
+    return ragged_m and not config.reads_band_once_a_run(k), fp32
 
 
 def _k_contiguous(x: torch.Tensor, k_axis: int) -> bool:

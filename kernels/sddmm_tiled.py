@@ -72,6 +72,7 @@ def _sddmm_tiled_kernel(
     RUN: tl.constexpr,
     A_RESIDENT: tl.constexpr,
     EVEN_K: tl.constexpr,
+    EVEN_M: tl.constexpr,
     EVEN_N: tl.constexpr,
     HAS_BETA: tl.constexpr,
     UPCAST: tl.constexpr,
@@ -90,7 +91,10 @@ def _sddmm_tiled_kernel(
     # A run's tiles share one band of rows.
     tm = tl.load(tile_m_ptr + first)
     offs_m = tm.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_ok = offs_m < M
+    # As for B's N below: no mask along M unless M is ragged. A weight gradient's A (dY^T, a
+    # transposed view) is contiguous along M, and such a mask made its loads 2-byte ones, unpipelined
+    # (sm_90a SASS: LDG.E.U16 in place of 16-byte LDGSTS; BENCHMARKS.md 9c).
+    m_ok = (offs_m < M) | EVEN_M
     a_rows = a_ptr + offs_m[:, None] * stride_am
     if A_RESIDENT:
         # K fits one step: the band of A is read once for the whole run, not once per tile, and the
@@ -286,6 +290,7 @@ def sddmm_tiled(
         RUN=tiles_per_program,
         A_RESIDENT=block_k >= k,
         EVEN_K=k % block_k == 0,
+        EVEN_M=m % tiles.block_m == 0,
         EVEN_N=n % tiles.block_n == 0,
         HAS_BETA=beta != 0,
         UPCAST=upcast,

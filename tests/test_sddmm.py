@@ -225,10 +225,11 @@ class _LaunchSpy:
         return launch
 
 
+@pytest.mark.parametrize("m", [40, 64])  # the tiled heuristic's 64-row tiles: M ragged, M whole tiles
 @pytest.mark.parametrize("kernel", ["gather", "tiled", "dense"])
 @pytest.mark.parametrize("dtype,tol", DTYPE_TOL)
-def test_weight_gradient_layouts_are_read_k_contiguous(gen, device, monkeypatch, dtype, tol, kernel):
-    m, n, k = 40, 36, 32
+def test_weight_gradient_layouts_are_read_k_contiguous(gen, device, monkeypatch, dtype, tol, kernel, m):
+    n, k = 36, 32
     mask_dense = random_sparse(m, n, 0.3, dtype, gen)
     a, b = _weight_gradient_operands(gen, dtype, m, n, k)
     problem = SDDMMProblem(m, n, k, int((mask_dense != 0).sum()), dtype)
@@ -245,10 +246,16 @@ def test_weight_gradient_layouts_are_read_k_contiguous(gen, device, monkeypatch,
     out = stuning.sddmm(mask, a.to(device), b.to(device), config=cfg)
     check(out, mask, sddmm_ref(mask_dense, a, b), tol, kernel)
     # What each kernel was handed: the gather kernel K-contiguous rows of A and columns of B; the
-    # tiled kernel A's rows, and B's columns in fp32 only; the dense kernel (cuBLAS) the views as given.
+    # tiled kernel A's rows where M is ragged (A as given where M is whole tiles), and B's columns
+    # in fp32 only; the dense kernel (cuBLAS) the views as given.
     assert spy.strides == ([((k, 1), (1, k))] if kernel == "gather" else [])
+    if kernel != "tiled":
+        assert tiled_strides == []
+        return
+    assert (m % cfg.block_m == 0) == (m == 64)
+    a_tiled = (k, 1) if m % cfg.block_m else (1, m)
     b_tiled = (1, k) if dtype == torch.float32 else (n, 1)
-    assert tiled_strides == ([((k, 1), b_tiled)] if kernel == "tiled" else [])
+    assert tiled_strides == [(a_tiled, b_tiled)]
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
@@ -264,13 +271,17 @@ def test_operands_are_copied_only_where_a_kernel_reads_them_slowly(dtype):
     a1, b1 = torch.randn(12, 1).to(dtype).t().contiguous().t(), torch.randn(1, 10).to(dtype)
     a_out, b_out = sddmm_kernel.operands_for(gather, a1, b1)
     assert a_out is a1 and b_out is b1
-    # A band of A read once for a run of tiles (one step covers K) is read in place, transposed or not.
+    # The tiled kernel reads a transposed A in place where M (12) is whole tiles, or where a band of
+    # A is read once for a run of tiles (one step covers K); otherwise it gets A copied.
     a_t = a.t().contiguous().t()
-    assert tiled.block_k >= a.shape[1]
+    assert tiled.block_k >= a.shape[1] and 12 % tiled.block_m
     run = dataclasses.replace(tiled, tiles_per_program=4)
     assert sddmm_kernel.operands_for(run, a_t, b)[0] is a_t
     assert sddmm_kernel.operands_for(tiled, a_t, b)[0].stride() == (8, 1)
     assert sddmm_kernel.operands_for(dataclasses.replace(run, block_k=4), a_t, b)[0].stride() == (8, 1)
+    whole_tiles = dataclasses.replace(tiled, block_m=4)
+    assert sddmm_kernel.operands_for(whole_tiles, a_t, b)[0] is a_t
+    assert sddmm_kernel.operands_for(dataclasses.replace(whole_tiles, block_k=4), a_t, b)[0] is a_t
 
 
 def test_a_transposed_is_its_own_tuning_problem(gen, device, monkeypatch):

@@ -56,7 +56,7 @@ def _copies_us(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> floa
     if not f.values.get("a_t"):
         return 0.0
     m, n, k = f["m"], f["n"], f["k"]
-    copy_a, copy_b = copies_for(cfg, k, fp32=f.dtype == "float32")
+    copy_a, copy_b = copies_for(cfg, m, k, fp32=f.dtype == "float32")
     sizes = [size for size, copy in ((m * k, copy_a), (k * n, copy_b)) if copy]
     return sum(memory_us(2 * size * DTYPE_BYTES[f.dtype], 0.0, device) + LAUNCH_US for size in sizes)
 
