@@ -17,8 +17,9 @@ import torch
 
 sys.path.insert(0, "scripts")
 from probe_harness import check_close, probe_time_us, write_results  # noqa: E402
-from stuning.bench.baselines import sddmm_inputs  # noqa: E402
 from stuning.kernels import sddmm as sddmm_kernel  # noqa: E402
+
+from stuning.bench.baselines import sddmm_inputs  # noqa: E402
 from stuning.suite import SDDMMCase  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("sddmm_tiled_before", "scratch/sddmm_tiled_before.py")
