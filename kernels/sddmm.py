@@ -237,8 +237,8 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     the copy cost more (attention at L = 4096: 13.1 us copied, 10.8 read in place). B is copied for
     the tiled kernel in fp32 only: its TF32 products ran 1.6x slower on B tiles not K-major, where
     fp16/bf16 ran alike. cuBLAS, the dense kernel, takes any layout. A copy costs a pass over the
-    operand, which PyTorch's transposing copy makes well below the memory's speed: the tiled kernel
-    at K = 2048 ran ~40-50 us behind with a 16 MB A copied than with it read in place (9a, 9c).
+    operand, which PyTorch's transposing copy makes well below the memory's speed: with a 16 MB A
+    copied, the tiled kernel at K = 2048 took ~40-50 us more than with A read in place (9a, 9c).
     """
     copy_a, copy_b = copies_for(config, a.shape[0], a.shape[1], fp32=a.dtype == torch.float32)
     if copy_a and not _k_contiguous(a, 1):
