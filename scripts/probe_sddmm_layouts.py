@@ -41,10 +41,18 @@ ALL_LAYOUTS = ["A k, B k", "A m, B k", "A k, B n", "A m, B n"]
 ALL_KERNELS = ["gather", "tiled", "dense", "auto"]  # auto: the database's lookup
 # PROBE_LAYOUTS / PROBE_KERNELS: subsets, "|"-separated (e.g. "A m, B n" and "auto": only the
 # lookup on a weight gradient's layout).
-LAYOUTS = [x for x in os.environ.get("PROBE_LAYOUTS", "|".join(ALL_LAYOUTS)).split("|") if x]
-KERNELS = [x for x in os.environ.get("PROBE_KERNELS", "|".join(ALL_KERNELS)).split("|") if x]
-if not set(LAYOUTS) <= set(ALL_LAYOUTS) or not set(KERNELS) <= set(ALL_KERNELS):
-    raise SystemExit(f"PROBE_LAYOUTS must be among {ALL_LAYOUTS} and PROBE_KERNELS among {ALL_KERNELS}")
+
+
+def _subset(variable: str, every: list[str]) -> list[str]:
+    chosen = [x for x in os.environ.get(variable, "|".join(every)).split("|") if x]
+    unknown = [x for x in chosen if x not in every]
+    if unknown or not chosen:
+        raise SystemExit(f"{variable}: {unknown or 'nothing'} is not among {every} ('|'-separated)")
+    return chosen
+
+
+LAYOUTS = _subset("PROBE_LAYOUTS", ALL_LAYOUTS)
+KERNELS = _subset("PROBE_KERNELS", ALL_KERNELS)
 
 
 def operands(m: int, n: int, k: int, dtype, gen, device, layout: str):
