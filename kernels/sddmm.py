@@ -241,9 +241,9 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     copied, the tiled kernel at K = 2048 took ~40-50 us more than with A read in place (9a, 9c).
     """
     copy_a, copy_b = copies_for(config, a.shape[0], a.shape[1], fp32=a.dtype == torch.float32)
-    if copy_a and not _k_contiguous(a, 1):
+    if copy_a and is_k_strided(a, 1):
         a = a.contiguous()
-    if copy_b and not _k_contiguous(b, 0):
+    if copy_b and is_k_strided(b, 0):
         b = b.t().contiguous().t()
     return a, b
 
@@ -259,8 +259,10 @@ def copies_for(config: SDDMMConfig, m: int, k: int, *, fp32: bool) -> tuple[bool
     return ragged_m and not config.reads_band_once_a_run(k), fp32
 
 
-def _k_contiguous(x: torch.Tensor, k_axis: int) -> bool:
-    return x.stride(k_axis) == 1 or x.shape[k_axis] == 1
+def is_k_strided(x: torch.Tensor, k_axis: int) -> bool:
+    """Whether ``x`` has K (its axis ``k_axis``) strided, as a transposed view has: the layout the
+    launch copies for some kernels and the database keys apart for A (``at=1``)."""
+    return x.shape[k_axis] > 1 and x.stride(k_axis) != 1
 
 
 def _check_out(out: torch.Tensor | None, nnz: int, a: torch.Tensor) -> torch.Tensor:

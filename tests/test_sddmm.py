@@ -286,7 +286,7 @@ def test_operands_are_copied_only_where_a_kernel_reads_them_slowly(dtype):
 
 def test_a_transposed_is_its_own_tuning_problem(gen, device, monkeypatch):
     from stuning.ops.selection import SELECTOR
-    from stuning.tuning.features import is_k_strided, sddmm_features
+    from stuning.tuning.features import sddmm_features
     from stuning.tuning.session import key_for
 
     m, n, k = 24, 20, 32
@@ -306,14 +306,14 @@ def test_a_transposed_is_its_own_tuning_problem(gen, device, monkeypatch):
         "attention": ((a_t.contiguous(), b.t().contiguous().t()), plain),
     }
     for what, ((a, b_), wanted) in layouts.items():
-        assert is_k_strided(a) == (wanted == strided), what
+        assert sddmm_kernel.is_k_strided(a, 1) == (wanted == strided), what
         keys.clear()
         mask.cache.clear()  # the op caches its choice on the mask, per layout of A
         check(stuning.sddmm(mask, a.to(device), b_.to(device)), mask, sddmm_ref(mask_dense, a, b_),
               TOL[torch.float32], what)
         assert keys == [wanted], what
     # A one-column A has no stride along K to speak of.
-    assert not is_k_strided(torch.randn(1, 5).t())
+    assert not sddmm_kernel.is_k_strided(torch.randn(1, 5).t(), 1)
 
 
 @pytest.mark.parametrize("layout", ["csr", "coo"])

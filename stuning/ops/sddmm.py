@@ -10,7 +10,7 @@ import torch
 from stuning.formats import CSRMatrix, output_tiles
 from stuning.kernels import sddmm as sddmm_kernel
 from stuning.ops.inputs import as_csr, dense_2d, require_dtype, resolve_config, tuned_config
-from stuning.tuning.features import is_k_strided, sddmm_features
+from stuning.tuning.features import sddmm_features
 
 
 def problem_of(mask: CSRMatrix, a: torch.Tensor) -> sddmm_kernel.SDDMMProblem:
@@ -41,7 +41,7 @@ def sddmm(mask, a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, beta: f
         if not math.isfinite(float(v)):
             raise ValueError(f"sddmm: {name} must be finite, got {v}")
     require_dtype("sddmm", a.dtype, sddmm_kernel.SUPPORTED_DTYPES)
-    k, at = a.shape[1], is_k_strided(a)
+    k, at = a.shape[1], sddmm_kernel.is_k_strided(a, 1)
     cfg = resolve_config(
         config,
         sddmm_kernel.SDDMMConfig,

@@ -165,18 +165,14 @@ def _tile_features(mask: CSRMatrix) -> dict:
 
 def sddmm_features(mask: CSRMatrix, k: int, dtype=None, *, a_transposed: bool = False) -> ProblemFeatures:
     """``a_transposed``: A has K strided (a weight gradient's dY^T, a transposed view), which costs
-    the gather and tiled kernels a copy of it and the dense kernel nothing (keyed apart: ``at=1``).
-    B's layout is not keyed: it costs only the gather kernel (and fp32 tiles) a copy, and such
-    problems are tuned with B row-major, as a weight gradient's X is."""
+    the gather kernel a copy of it, the tiled kernel one only where M is not whole tiles, and the
+    dense kernel nothing (``kernels/sddmm.copies_for``; keyed apart: ``at=1``). B's layout is not
+    keyed: it costs only the gather kernel (and fp32 tiles) a copy, and such problems are tuned with
+    B row-major, as a weight gradient's X is."""
     m, n = mask.shape
     values = {"m": m, "n": n, "k": k, "k_align": alignment(k), "a_t": int(a_transposed), **_row_features(mask),
               **_tile_features(mask)}
     return ProblemFeatures("sddmm", dtype_name(dtype or mask.dtype), values)
-
-
-def is_k_strided(a) -> bool:
-    """Whether SDDMM's A (M x K) has K strided (a transposed view): keyed ``at=1``."""
-    return a.shape[1] > 1 and a.stride(1) != 1
 
 
 def semi24_features(m: int, k: int, n: int, dtype, *, b_transposed: bool = False) -> ProblemFeatures:
