@@ -23,6 +23,12 @@ from stuning.nn.linear import SparseLayer
 PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "replicate", "circular": "circular"}
 
 
+def _memory_format(x: torch.Tensor) -> torch.memory_format:
+    """The format of a batch (B, C, H, W), which the output keeps: channels-last, or contiguous."""
+    channels_last = not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
 def _pair(value, what: str) -> tuple[int, int]:
     pair = (value, value) if isinstance(value, int) else tuple(value)
     if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
@@ -167,15 +173,21 @@ class SparseConv2d(SparseLayer):
         cols = patches.reshape(self._matrix_shape[1], -1)
         return cols if cols.stride(1) == 1 else cols.contiguous()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _empty_output(self, x: torch.Tensor) -> torch.Tensor:
+        batched = x.unsqueeze(0) if x.dim() == 3 else x
+        y = torch.empty((batched.shape[0], self.out_channels, *self._out_hw(*x.shape[-2:])), dtype=x.dtype,
+                        device=x.device, memory_format=_memory_format(batched))
+        return y.squeeze(0) if x.dim() == 3 else y
+
+    def _eager_forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check(x)
         requires_grad = x.requires_grad
         x = self._input(x)
         unbatched = x.dim() == 3
         if unbatched:
             x = x.unsqueeze(0)
-        channels_last = not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-        layout = torch.channels_last if channels_last else torch.contiguous_format
+        layout = _memory_format(x)
+        channels_last = layout == torch.channels_last
         batch = x.shape[0]
         ho, wo = self._out_hw(*x.shape[-2:])
         m = self.out_channels

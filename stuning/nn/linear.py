@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from stuning.kernels.target import interpreting
+from stuning.nn import compiled
 from stuning.nn.weights import SparseWeight, weight_format
 
 BACKENDS = ("auto", "triton", "torch")
@@ -32,7 +33,9 @@ class SparseLayer(nn.Module):
     """A layer computing ``W @ X`` with W (M x K) sparse; see ``SparseLinear`` for the backends.
 
     Subclasses call ``_setup`` from their ``__init__`` with the weight's matrix shape and the shape
-    its dense checkpoint has (``nn.Conv2d``'s weight is 4-D), then use ``_input`` and ``_multiply``.
+    its dense checkpoint has (``nn.Conv2d``'s weight is 4-D), then use ``_input`` and ``_multiply``
+    in ``_eager_forward``, and say in ``_empty_output`` what it returns. Under ``torch.compile`` the
+    kernel path runs as one operator (``stuning.nn.compiled``).
     """
 
     def _setup(self, matrix_shape: tuple[int, int], dense_shape: tuple[int, ...], bias: bool, *, format: str,
@@ -54,7 +57,13 @@ class SparseLayer(nn.Module):
         for buffer, tensor in empty.items():
             self.register_buffer(f"weight_{buffer}", tensor)
         self.register_buffer("bias", torch.zeros(matrix_shape[0], dtype=dtype, device=device) if bias else None)
+        self._handle = compiled.register(self)
         self._rebuild()
+
+    def __setstate__(self, state):
+        # A deep copy or an unpickled layer is another layer: it must not answer to its original's handle.
+        super().__setstate__(state)
+        self._handle = compiled.register(self)
 
     def _fill(self, weight: torch.Tensor, bias: torch.Tensor | None, sparsity: float | None) -> None:
         """Compress a dense weight (any shape holding M x K entries) into this layer's buffers."""
@@ -152,6 +161,35 @@ class SparseLayer(nn.Module):
         raise NotImplementedError
 
     # -------------------------------------------------------------------------------- computing
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._use_triton and torch.compiler.is_compiling():
+            # Dynamo cannot trace the launch: the kernel path is one opaque operator, its output
+            # described by _empty_output. Checked here so that a bad input fails while compiling.
+            self._check(x)
+            if self._why_not_triton is not None:
+                raise TypeError(self._triton_unavailable())
+            x = self._input(x)
+            weight = [getattr(self, f"weight_{name}") for name in self.sparse_weight.buffer_names]
+            return compiled.sparse_layer(self._handle, x, weight, self.bias)
+        return self._eager_forward(x)
+
+    def _eager_forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _empty_output(self, x: torch.Tensor) -> torch.Tensor:
+        """An uninitialized tensor of the shape, dtype, device and strides ``_eager_forward(x)``
+        returns on the kernel path (``x`` checked, in the weight's dtype): the compiled operator's
+        fake implementation."""
+        raise NotImplementedError
+
+    def _warn_no_gradient(self) -> None:
+        warn_once(f"{type(self).__name__}: no gradient flows through the Triton kernels (inference only); "
+                  "run the model under torch.no_grad() or torch.inference_mode()")
+
+    def _triton_unavailable(self) -> str:
+        return (f"{type(self).__name__}(backend='triton'): {self._why_not_triton}; use backend='auto' "
+                "or 'torch' to run it through PyTorch")
+
     def _input(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the weight's dtype (under autocast) or a ``TypeError``."""
         if x.dtype != self.dtype:
@@ -186,11 +224,9 @@ class SparseLayer(nn.Module):
         name = type(self).__name__
         if self._use_triton:
             if self._why_not_triton is not None:
-                raise TypeError(f"{name}(backend='triton'): {self._why_not_triton}; use backend='auto' "
-                                "or 'torch' to run it through PyTorch")
+                raise TypeError(self._triton_unavailable())
             if requires_grad and torch.is_grad_enabled():
-                warn_once(f"{name}: no gradient flows through the Triton kernels (inference only); "
-                          "run the model under torch.no_grad() or torch.inference_mode()")
+                self._warn_no_gradient()
             return self.sparse_weight.matmul(xt, out=out, bias=bias)
         if self._why_not_triton is not None and self.backend == "auto":
             warn_once(f"{name}: not using stuning's Triton kernels ({self._why_not_triton}); "
@@ -283,7 +319,10 @@ class SparseLinear(SparseLayer):
     def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
         return n > 1  # one column is contiguous either way
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _empty_output(self, x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(self.output_shape(tuple(x.shape)))
+
+    def _eager_forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check(x)
         requires_grad = x.requires_grad
         x = self._input(x)
