@@ -1,0 +1,28 @@
+"""scripts/bench_compile.py in its smoke mode (tiny models through the interpreter, compiled with
+aot_eager, every path's output checked against the dense fp32 model inside the script), in a fresh
+process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_smoke_run_times_and_checks_every_path(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_compile.py"), "--smoke", "--models", "llama-mlp",
+         "--patterns", "0.9", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "compile.json").read_text())["rows"]
+    assert (row["model"], row["pattern"], row["tokens"]) == ("llama-mlp", "0.9", 4)
+    for path in ("dense", "dense-compiled", "stuning", "stuning-compiled"):  # no CUDA graph on a CPU
+        assert row[f"{path}_ok"], (path, row[f"{path}_err"])
+        assert row[f"{path}_step_us"] > 0 and row[f"{path}_pipelined_us"] > 0
+    assert (tmp_path / "compile.csv").read_text().startswith("model,pattern,tokens")
