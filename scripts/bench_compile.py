@@ -181,10 +181,11 @@ def run(args) -> list[dict]:
                         row[f"{name}_pipelined_us"] = pipelined_us(fn, args.steps, max(3, args.reps // 10), on_gpu)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                save(rows, args.out)  # after every row: a run cut short keeps what it measured
     return rows
 
 
-def write(rows: list[dict], out: str) -> None:
+def save(rows: list[dict], out: str) -> None:
     os.makedirs(out, exist_ok=True)
     env = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
     with open(os.path.join(out, "compile.json"), "w") as f:
@@ -193,6 +194,9 @@ def write(rows: list[dict], out: str) -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def table(rows: list[dict]) -> None:
     print(f"\n{'model':10} {'zeros':5} {'tok':>4} | step us: " + " ".join(f"{p:>16}" for p in PATHS)
           + " | pipelined us: " + " ".join(f"{p:>16}" for p in PATHS))
     for r in rows:
@@ -207,7 +211,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.smoke:
         args.tokens, args.reps, args.steps = "4", 2, 2
-    write(run(args), args.out)
+    table(run(args))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import torch
@@ -50,7 +51,37 @@ def _layer(handle: int) -> SparseLayer:
 def sparse_layer(handle: int, x: torch.Tensor, weight: list[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
     """The layer ``handle``'s forward on ``x``; ``weight`` and ``bias`` are its buffers, passed so that the
     compiler sees them as inputs (the layer reads its own)."""
-    return _layer(handle)._eager_forward(x)
+    layer = _layer(handle)
+    _warm_outside_graph_pools(layer, x)
+    return layer._eager_forward(x)
+
+
+def _warm_outside_graph_pools(layer: SparseLayer, x: torch.Tensor) -> None:
+    """Run the layer once on ``x`` on a helper thread, the first time it sees such an input on this stream.
+
+    CUDA-graph trees (``mode="reduce-overhead"``) run a function's first call in the graphs' private
+    memory pool and then require every tensor alive in the pool to be one of its outputs. A layer
+    builds what a config needs on first use and keeps it (scatter tiles, sliced ELL, 2:4 metadata
+    layouts, split-K workspaces): built there, those would stay in the pool, and the trees refuse
+    them ("tensors in the cudagraph pool not tracked as outputs"). The pool takes allocations from
+    the thread that entered it only, so the helper thread's are ordinary ones; it launches on the
+    caller's stream, so its work is ordered with the caller's, and split-K workspaces, kept per
+    stream, are the ones the caller's launches find.
+    """
+    if x.device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return
+    stream = torch.cuda.current_stream(x.device)
+    key = (tuple(x.shape), x.stride(), x.dtype, x.device, stream.cuda_stream)
+    if key in layer._warm_inputs:
+        return
+
+    def warm():
+        with torch.cuda.device(x.device), torch.cuda.stream(stream), torch.no_grad():
+            layer._eager_forward(x)
+
+    with ThreadPoolExecutor(max_workers=1) as helper:
+        helper.submit(warm).result()
+    layer._warm_inputs.add(key)
 
 
 @sparse_layer.register_fake

@@ -64,6 +64,7 @@ class SparseLayer(nn.Module):
         # A deep copy or an unpickled layer is another layer: it must not answer to its original's handle.
         super().__setstate__(state)
         self._handle = compiled.register(self)
+        self._warm_inputs = set()
 
     def _fill(self, weight: torch.Tensor, bias: torch.Tensor | None, sparsity: float | None) -> None:
         """Compress a dense weight (any shape holding M x K entries) into this layer's buffers."""
@@ -83,6 +84,8 @@ class SparseLayer(nn.Module):
         self.sparse_weight: SparseWeight = kind(tensors, self._matrix_shape, **options)
         self._sparsity: float | None = None
         self._use_triton, self._why_not_triton = self._choose_backend()
+        # Inputs the compiled operator has run the new weight on once (stuning.nn.compiled).
+        self._warm_inputs: set[tuple] = set()
 
     def _choose_backend(self) -> tuple[bool, str | None]:
         w = self.sparse_weight
