@@ -77,6 +77,9 @@ def _warm_outside_graph_pools(layer: SparseLayer, x: torch.Tensor) -> None:
 
     def warm():
         with torch.cuda.device(x.device), torch.cuda.stream(stream), torch.no_grad():
+            # A new thread has no current CUDA context until the runtime makes one: Triton's host-side
+            # TMA descriptors, built through the driver first, failed there ("invalid device context").
+            torch.cuda.synchronize(x.device)
             layer._eager_forward(x)
 
     with ThreadPoolExecutor(max_workers=1) as helper:
