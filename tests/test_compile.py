@@ -192,5 +192,7 @@ def test_reduce_overhead_mode_on_the_gpu(fmt, dtype, device_gen):
         for tokens in (16, 16, 16, 128, 128, 128, 16):
             x = randn(tokens, 1024, dtype=dtype, gen=device_gen)
             y = compiled(x).clone()  # a replay's output lives in the graph's pool until the next replay
-            torch.testing.assert_close(y, model(x), rtol=0, atol=0)
+            # Not bit for bit: Inductor computes the GELU in fp32 and rounds once, where eager rounds
+            # its fp16 steps (0.6% of the elements a unit apart on the H200).
+            assert_close(y, model(x), TOL[dtype], f"{fmt} {dtype} {tokens} tokens against eager")
             assert_close(y, _reference(model, x), TOL[dtype] * 2, f"{fmt} {dtype} {tokens} tokens")
