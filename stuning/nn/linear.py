@@ -56,6 +56,8 @@ class SparseLayer(nn.Module):
         empty = kind.empty(self._matrix_shape, dtype=dtype, device=device, **self._format_options)
         for buffer, tensor in empty.items():
             self.register_buffer(f"weight_{buffer}", tensor)
+        # The weight's buffers, the values first (their dtype is the layer's).
+        self._weight_buffers = tuple(f"weight_{name}" for name in ("values", *(b for b in empty if b != "values")))
         self.register_buffer("bias", torch.zeros(matrix_shape[0], dtype=dtype, device=device) if bias else None)
         self._handle = compiled.register(self)
         self._rebuild()
@@ -168,11 +170,14 @@ class SparseLayer(nn.Module):
         if self._use_triton and torch.compiler.is_compiling():
             # Dynamo cannot trace the launch: the kernel path is one opaque operator, its output
             # described by _empty_output. Checked here so that a bad input fails while compiling.
+            # What this traces, Dynamo guards on at every call of the compiled model: plain attributes
+            # and the buffers, not the SparseWeight's chains of objects (72 BERT layers' guards cost
+            # more host time than their replayed graph; BENCHMARKS.md 9d).
             self._check(x)
             if self._why_not_triton is not None:
                 raise TypeError(self._triton_unavailable())
-            x = self._input(x)
-            weight = [getattr(self, f"weight_{name}") for name in self.sparse_weight.buffer_names]
+            weight = [getattr(self, name) for name in self._weight_buffers]
+            x = self._input(x, weight[0].dtype)
             return compiled.sparse_layer(self._handle, x, weight, self.bias)
         return self._eager_forward(x)
 
@@ -193,12 +198,13 @@ class SparseLayer(nn.Module):
         return (f"{type(self).__name__}(backend='triton'): {self._why_not_triton}; use backend='auto' "
                 "or 'torch' to run it through PyTorch")
 
-    def _input(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` in the weight's dtype (under autocast) or a ``TypeError``."""
-        if x.dtype != self.dtype:
+    def _input(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """``x`` in the weight's dtype (``dtype``, default ``self.dtype``; under autocast) or a ``TypeError``."""
+        dtype = dtype or self.dtype
+        if x.dtype != dtype:
             if not torch.is_autocast_enabled(x.device.type):
-                raise TypeError(f"{type(self).__name__}: input is {x.dtype} but the layer's weight is {self.dtype}")
-            x = x.to(self.dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
+                raise TypeError(f"{type(self).__name__}: input is {x.dtype} but the layer's weight is {dtype}")
+            x = x.to(dtype)  # under autocast the input follows the sparse weight, stored (and tuned) in one dtype
         return x
 
     def reads_x_transposed(self, n: int, dtype: torch.dtype | None = None) -> bool:
