@@ -56,16 +56,22 @@ class SparseLayer(nn.Module):
         empty = kind.empty(self._matrix_shape, dtype=dtype, device=device, **self._format_options)
         for buffer, tensor in empty.items():
             self.register_buffer(f"weight_{buffer}", tensor)
-        # The weight's buffers, the values first (their dtype is the layer's).
-        self._weight_buffers = tuple(f"weight_{name}" for name in ("values", *(b for b in empty if b != "values")))
         self.register_buffer("bias", torch.zeros(matrix_shape[0], dtype=dtype, device=device) if bias else None)
-        self._handle = compiled.register(self)
+        self._register()
         self._rebuild()
 
-    def __setstate__(self, state):
-        # A deep copy or an unpickled layer is another layer: it must not answer to its original's handle.
-        super().__setstate__(state)
+    def _register(self) -> None:
+        """What the compiled operator needs (``stuning.nn.compiled``): a handle of this layer's own, and
+        the names of the weight's buffers, the values first (their dtype is the layer's)."""
         self._handle = compiled.register(self)
+        names = weight_format(self.format).buffer_names
+        self._weight_buffers = tuple(f"weight_{name}" for name in ("values", *(n for n in names if n != "values")))
+
+    def __setstate__(self, state):
+        # A deep copy or an unpickled layer is another layer: it must not answer to its original's handle
+        # (and one pickled by an older stuning has no handle at all).
+        super().__setstate__(state)
+        self._register()
         self._warm_inputs = set()
 
     def _fill(self, weight: torch.Tensor, bias: torch.Tensor | None, sparsity: float | None) -> None:
@@ -169,10 +175,9 @@ class SparseLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._use_triton and torch.compiler.is_compiling():
             # Dynamo cannot trace the launch: the kernel path is one opaque operator, its output
-            # described by _empty_output. Checked here so that a bad input fails while compiling.
-            # What this traces, Dynamo guards on at every call of the compiled model: plain attributes
-            # and the buffers, not the SparseWeight's chains of objects (72 BERT layers' guards cost
-            # more host time than their replayed graph; BENCHMARKS.md 9d).
+            # described by _empty_output; checked here, so that a bad input fails while compiling.
+            # Dynamo guards on what this reads at every call, so it reads plain attributes and buffers,
+            # not the SparseWeight's objects: their guards made BERT's step 2.3x longer (BENCHMARKS.md 9d).
             self._check(x)
             if self._why_not_triton is not None:
                 raise TypeError(self._triton_unavailable())
