@@ -14,10 +14,12 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from naive import TOL, assert_close, randn
+from naive import TOL, assert_close, randn, random_sparse, sddmm_ref, semi24_ref, spmm_ref
 from torch import nn
 
+import stuning
 import stuning.nn.linear as linear_module
+from stuning.formats import CSRMatrix, Semi24Matrix
 from stuning.nn import SparseConv2d, SparseLinear
 from stuning.nn.compiled import sparse_layer
 
@@ -178,6 +180,33 @@ def test_the_pytorch_backend_is_traced_not_wrapped(gen, monkeypatch):
     y.sum().backward()
     assert not called
     torch.testing.assert_close(x.grad, layer.dense_weight().sum(0).expand(4, 12))
+
+
+def test_the_functional_ops_run_eagerly_between_compiled_graphs(gen):
+    """``stuning.spmm``, ``semi24_mm`` and ``sddmm`` inside a compiled function: a graph break each
+    (Dynamo's tracing into a launch failed), the traced code around them compiled, results as eager."""
+    a_dense = random_sparse(24, 40, 0.2, torch.float32, gen)
+    a = CSRMatrix.from_dense(a_dense)
+    w = Semi24Matrix.from_dense(randn(16, 40, dtype=torch.float16, gen=gen), prune=True)
+    mask_dense = random_sparse(24, 16, 0.3, torch.float32, gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+
+    def step(x, x16, q, k):
+        y = torch.relu(stuning.spmm(a, x)) + 1
+        z = stuning.semi24_mm(w, x16) * 2
+        s = stuning.sddmm(mask, q, k, alpha=0.5)
+        return y, z, s.values.exp()
+
+    x, x16 = randn(40, 8, dtype=torch.float32, gen=gen), randn(40, 8, dtype=torch.float16, gen=gen)
+    q, k = randn(24, 16, dtype=torch.float32, gen=gen), randn(16, 16, dtype=torch.float32, gen=gen)
+    compiled = torch.compile(step, backend="aot_eager")(x, x16, q, k)
+    for got, want in zip(compiled, step(x, x16, q, k), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    y, z, s = compiled
+    assert_close(y, torch.relu(spmm_ref(a_dense, x)) + 1, TOL[torch.float32], "spmm")
+    assert_close(z, semi24_ref(w.to_dense(), x16) * 2, TOL[torch.float16], "semi24_mm")
+    expected = sddmm_ref(mask_dense, q, k, alpha=0.5)[mask_dense != 0].exp()
+    assert_close(s, expected, TOL[torch.float32], "sddmm")
 
 
 @pytest.mark.gpu

@@ -19,6 +19,7 @@ def problem_of(mask: CSRMatrix, a: torch.Tensor) -> sddmm_kernel.SDDMMProblem:
     )
 
 
+@torch.compiler.disable  # see stuning.ops.__init__
 def sddmm(mask, a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, beta: float = 0.0, config=None) -> CSRMatrix:
     """``alpha * (A @ B) * spy(mask) + beta * mask``, as ``torch.sparse.sampled_addmm`` computes it.
 

@@ -15,6 +15,7 @@ def problem_of(w: Semi24Matrix, x: torch.Tensor) -> semi24_kernel.Semi24Problem:
     return semi24_kernel.Semi24Problem(m=w.shape[0], k=w.shape[1], n=x.shape[1], dtype=w.dtype)
 
 
+@torch.compiler.disable  # see stuning.ops.__init__
 def semi24_mm(w: Semi24Matrix, x: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
               bias: torch.Tensor | None = None) -> torch.Tensor:
     """``W @ X`` for W a ``Semi24Matrix`` (M x K, fp16 or bf16) and X dense K x N of the same dtype.

@@ -15,6 +15,7 @@ def problem_of(a, b: torch.Tensor) -> spmm_kernel.SpMMProblem:
     return spmm_kernel.SpMMProblem(m=m, k=k, n=b.shape[1], nnz=a.nnz, dtype=a.dtype, pad_to=a.pad_to)
 
 
+@torch.compiler.disable  # see stuning.ops.__init__
 def spmm(a, b: torch.Tensor, *, config=None, out: torch.Tensor | None = None,
          bias: torch.Tensor | None = None) -> torch.Tensor:
     """``A @ B`` for A a ``CSRMatrix`` (or torch sparse CSR tensor), M x K, and B dense K x N.
