@@ -225,3 +225,25 @@ def test_reduce_overhead_mode_on_the_gpu(fmt, dtype, device_gen):
             # its fp16 steps (0.6% of the elements a unit apart on the H200).
             assert_close(y, model(x), TOL[dtype], f"{fmt} {dtype} {tokens} tokens against eager")
             assert_close(y, _reference(model, x), TOL[dtype] * 2, f"{fmt} {dtype} {tokens} tokens")
+
+
+@pytest.mark.gpu
+def test_functional_ops_between_cuda_graphs_on_the_gpu(device_gen):
+    """``mode="reduce-overhead"`` around a graph break: the compiled pieces replay as CUDA graphs and
+    the op runs eagerly between them, on new inputs each call."""
+    a_dense = random_sparse(1024, 2048, 0.1, torch.float16, device_gen)
+    a = CSRMatrix.from_dense(a_dense)
+    mask_dense = random_sparse(512, 512, 0.05, torch.float16, device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+
+    def step(x, q, k):
+        return torch.relu(stuning.spmm(a, x * 2)) + 1, stuning.sddmm(mask, q, k).values.float().exp()
+
+    compiled = torch.compile(step, mode="reduce-overhead")
+    for _ in range(4):
+        x = randn(2048, 16, dtype=torch.float16, gen=device_gen)
+        q, k = randn(512, 64, dtype=torch.float16, gen=device_gen), randn(64, 512, dtype=torch.float16, gen=device_gen)
+        y, s = (t.clone() for t in compiled(x, q, k))
+        assert_close(y, torch.relu(spmm_ref(a_dense, x * 2)) + 1, TOL[torch.float16], "spmm")
+        expected = sddmm_ref(mask_dense, q, k)[mask_dense != 0].exp()
+        assert_close(s, expected, TOL[torch.float16] * 4, "sddmm")
