@@ -18,11 +18,13 @@ Two times each, medians of ``--reps``:
 * ``pipelined_us``: a step of ``--steps`` back-to-back ones (the host runs ahead where it can, L2 warm).
 
 Configs come from the shipped tuning database (no pretune: both modes run the same kernels). Every
-output is checked against the fp32 forward of the dense model. Writes ``OUT/compile.json`` and
-``OUT/compile.csv``, prints a table last.
+output is checked against the fp32 forward of the dense model. Writes ``OUT/compile.json``,
+``OUT/compile.csv`` and ``OUT/compile.png`` (each row's pipelined step per path, log scale), prints
+a table last.
 
     python3 scripts/bench_compile.py                         # on a GPU
     python3 scripts/bench_compile.py --smoke                 # tiny models, CPU interpreter, aot_eager
+    python3 scripts/bench_compile.py --replot OUT/compile.json   # the table and plot of a run again
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--smoke", action="store_true", help="tiny models on the CPU (Triton's interpreter)")
+    p.add_argument("--replot", metavar="JSON", help="a run's compile.json: its table and plot again, nothing timed")
     return p.parse_args(argv)
 
 
@@ -196,6 +199,28 @@ def save(rows: list[dict], out: str) -> None:
         writer.writerows(rows)
 
 
+def plot(rows: list[dict], path: str) -> None:
+    """Grouped bars: a group per row (model, pruning, tokens), a bar per path, the pipelined step."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a benchmark machine
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(rows)), 4.2))
+    width = 0.8 / len(PATHS)
+    for i, name in enumerate(PATHS):
+        xs = [j + (i - (len(PATHS) - 1) / 2) * width for j in range(len(rows))]
+        ax.bar(xs, [r.get(f"{name}_pipelined_us", float("nan")) for r in rows], width, label=name)
+    ax.set_xticks(range(len(rows)), [f"{r['model']}\n{r['pattern']}, {r['tokens']} tok" for r in rows], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("us a step (back to back)")
+    ax.set_title("eager against torch.compile(mode='reduce-overhead')")
+    ax.legend(fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def table(rows: list[dict]) -> None:
     print(f"\n{'model':10} {'zeros':5} {'tok':>4} | step us: " + " ".join(f"{p:>16}" for p in PATHS)
           + " | pipelined us: " + " ".join(f"{p:>16}" for p in PATHS))
@@ -209,9 +234,17 @@ def table(rows: list[dict]) -> None:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.replot:
+        with open(args.replot) as f:
+            rows = json.load(f)["rows"]
+        plot(rows, os.path.join(os.path.dirname(args.replot), "compile.png"))
+        table(rows)
+        return
     if args.smoke:
         args.tokens, args.reps, args.steps = "4", 2, 2
-    table(run(args))
+    rows = run(args)
+    plot(rows, os.path.join(args.out, "compile.png"))
+    table(rows)
 
 
 if __name__ == "__main__":

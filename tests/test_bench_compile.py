@@ -26,3 +26,10 @@ def test_smoke_run_times_and_checks_every_path(tmp_path):
         assert row[f"{path}_ok"], (path, row[f"{path}_err"])
         assert row[f"{path}_step_us"] > 0 and row[f"{path}_pipelined_us"] > 0
     assert (tmp_path / "compile.csv").read_text().startswith("model,pattern,tokens")
+    assert (tmp_path / "compile.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # --replot rebuilds the plot and the table from the JSON, timing nothing.
+    (tmp_path / "compile.png").unlink()
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_compile.py"), "--replot",
+                           str(tmp_path / "compile.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "compile.png").exists() and "llama-mlp  0.9" in proc.stdout
