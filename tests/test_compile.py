@@ -156,6 +156,12 @@ def test_bad_input_fails_as_in_eager(gen):
         compiled(randn(4, 12, dtype=torch.float16, gen=gen))
 
 
+def test_export_is_refused_with_the_reason(gen):
+    layer = _linear("csr", torch.float32, gen, 12, 10)
+    with pytest.raises(RuntimeError, match="SparseLinear: torch.export is not supported"):
+        torch.export.export(layer, (randn(4, 12, dtype=torch.float32, gen=gen),))
+
+
 def test_no_gradient_flows_and_the_layer_says_so(gen):
     layer = _linear("csr", torch.float32, gen, 12, 10)
     x = randn(4, 12, dtype=torch.float32, gen=gen).requires_grad_()

@@ -19,6 +19,7 @@ layer's warning.
 from __future__ import annotations
 
 import itertools
+import random
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
     from stuning.nn.linear import SparseLayer
 
 _LAYERS: weakref.WeakValueDictionary[int, SparseLayer] = weakref.WeakValueDictionary()
-_HANDLES = itertools.count(1)
+# From a random start, so that a graph that outlives its process (a saved export, a cache) finds no
+# layer under its handles in another process, rather than some other model's.
+_HANDLES = itertools.count(random.SystemRandom().getrandbits(62))
 
 
 def register(layer: SparseLayer) -> int:
