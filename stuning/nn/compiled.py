@@ -93,6 +93,12 @@ def _warm_outside_graph_pools(layer: SparseLayer, x: torch.Tensor) -> None:
 @sparse_layer.register_fake
 def _sparse_layer_fake(handle, x, weight, bias):
     layer = _layer(handle)
+    # Checked here, in plain Python, not in the traced forward: Dynamo on torch 2.11 did not trace
+    # the check there, and the graph break it made sent Dynamo into the eager forward.
+    if getattr(torch.compiler, "is_exporting", lambda: False)():
+        raise RuntimeError(f"{type(layer).__name__}: torch.export is not supported: the exported program would call "
+                           "back into this process's layer objects. Use torch.compile, or export the model with "
+                           "dense layers")
     layer._check(x)
     return layer._empty_output(x)
 

@@ -181,10 +181,6 @@ class SparseLayer(nn.Module):
             self._check(x)
             if self._why_not_triton is not None:
                 raise TypeError(self._triton_unavailable())
-            if getattr(torch.compiler, "is_exporting", lambda: False)():  # torch >= 2.5
-                raise RuntimeError(f"{type(self).__name__}: torch.export is not supported: the exported program would "
-                                   "call back into this process's layer objects. Use torch.compile, or export the "
-                                   "model with dense layers")
             weight = [getattr(self, name) for name in self._weight_buffers]
             x = self._input(x, weight[0].dtype)
             return compiled.sparse_layer(self._handle, x, weight, self.bias)
