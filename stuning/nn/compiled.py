@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 _LAYERS: weakref.WeakValueDictionary[int, SparseLayer] = weakref.WeakValueDictionary()
 # From a random start, so that a graph that outlives its process (a saved export, a cache) finds no
-# layer under its handles in another process, rather than some other model's.
+# layer under its handles in another process, rather than some other model's. The price: Inductor's
+# on-disk graph cache, whose keys hold the handles, does not serve a later process.
 _HANDLES = itertools.count(random.SystemRandom().getrandbits(62))
 
 
