@@ -19,7 +19,6 @@ layer's warning.
 from __future__ import annotations
 
 import itertools
-import random
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -30,10 +29,11 @@ if TYPE_CHECKING:
     from stuning.nn.linear import SparseLayer
 
 _LAYERS: weakref.WeakValueDictionary[int, SparseLayer] = weakref.WeakValueDictionary()
-# From a random start, so that a graph that outlives its process (a saved export, a cache) finds no
-# layer under its handles in another process, rather than some other model's. The price: Inductor's
-# on-disk graph cache, whose keys hold the handles, does not serve a later process.
-_HANDLES = itertools.count(random.SystemRandom().getrandbits(62))
+# Counted in construction order. A compiled graph holds its layers' handles as constants, and
+# Inductor's on-disk cache is keyed by the graph Dynamo traced in the calling process, handles
+# included: a hit is always this process's layers, and a process that builds its model the same way
+# finds its graphs cached. Only an exported program would outlive its handles; export is refused.
+_HANDLES = itertools.count(1)
 
 
 def register(layer: SparseLayer) -> int:
