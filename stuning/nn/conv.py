@@ -43,11 +43,11 @@ class SparseConv2d(SparseLayer):
     ``format``, ``backend`` and ``pad_to`` as for ``SparseLinear``; the tuning problem is the GEMM
     view (M = out channels, K = in channels x kh x kw, N = batch x H_out x W_out), its config looked
     up once per N bucket and cached, so a forward does no host synchronization and can be captured
-    in a CUDA graph. Inputs are (B, C, H, W) or unbatched (C, H, W), in the contiguous or the
-    channels-last memory format; the output has the input's format. ``padding`` takes ints, pairs,
-    ``"valid"`` and ``"same"`` (stride 1), and ``padding_mode`` ``"zeros"``, ``"reflect"``,
-    ``"replicate"`` or ``"circular"``, as ``nn.Conv2d``, whose positional order the arguments keep
-    (``groups`` must be 1).
+    in a CUDA graph (or compiled: see ``SparseLinear``). Inputs are (B, C, H, W) or unbatched
+    (C, H, W), in the contiguous or the channels-last memory format; the output has the input's
+    format. ``padding`` takes ints, pairs, ``"valid"`` and ``"same"`` (stride 1), and ``padding_mode``
+    ``"zeros"``, ``"reflect"``, ``"replicate"`` or ``"circular"``, as ``nn.Conv2d``, whose positional
+    order the arguments keep (``groups`` must be 1).
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,

@@ -264,7 +264,8 @@ class SparseLinear(SparseLayer):
 
     The kernel config is looked up per token bucket on the first call at that bucket and cached on
     the weight, so a forward does no host synchronization and can be captured in a CUDA graph (run it
-    once at each token count before capturing).
+    once at each token count before capturing). Under ``torch.compile`` the kernel path is one
+    operator (``stuning.nn.compiled``), so ``mode="reduce-overhead"`` captures the whole model.
 
     ``dense_fallback`` (an attribute, default False; ``stuning.sparsify(dense_fallback=True)`` sets it):
     at a token bucket where the tuning database measured the dense product faster than the tuned
