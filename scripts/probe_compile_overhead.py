@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -23,20 +24,11 @@ from torch._dynamo.utils import counters
 
 from stuning.nn import examples, sparsify
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compile import pipelined_us  # noqa: E402
+
 OUT = os.environ.get("OUT", ".")
 TOKENS = int(os.environ.get("PROBE_TOKENS", "16"))
-
-
-def pipelined_us(fn, steps: int = 50, reps: int = 5) -> float:
-    samples = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e6 / steps)
-    return statistics.median(samples)
 
 
 def host_us(fn, calls: int = 50) -> float:
@@ -68,7 +60,7 @@ def main() -> None:
             for name, f in fns.items():
                 for _ in range(4):
                     f(x)
-                rows.append((partition, name, pipelined_us(lambda f=f: f(x)), host_us(lambda f=f: f(x))))
+                rows.append((partition, name, pipelined_us(lambda f=f: f(x), 50, 5, True), host_us(lambda f=f: f(x))))
                 print(rows[-1], flush=True)
             log.append(f"graph_partition={partition}: inductor counters {dict(counters['inductor'])}")
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
