@@ -10,8 +10,9 @@ of host time an eager kernel launch costs (BENCHMARKS.md 7y) is paid once, at ca
 
 The operator names its layer by a handle, an integer registered per layer object (a deep copy or an
 unpickled layer registers anew, so a copy never runs its original's weight), and takes the layer's
-weight tensors and bias as inputs, so that the compiler knows what it reads: CUDA-graph trees check
-those addresses, and re-record where a buffer was replaced. Inference only, as the kernels are: as
+weight tensors and bias as inputs, so that the compiler knows what it reads (graph inputs, not state
+hidden in the operator; a model whose weights were replaced is best compiled again, README). Inference
+only, as the kernels are: as
 in eager mode, no gradient flows back through the operator, and an input that asks for one gets the
 layer's warning.
 """
