@@ -9,7 +9,9 @@ MLP block, BERT-base's 12 encoder layers), pruning (``--patterns``: fractions of
 ``2:4``) and token count (``--tokens``) this times:
 
 * ``dense`` and ``stuning``, eager: the dense model with the same zeros, and the same after ``sparsify``;
-* ``dense-compiled`` and ``stuning-compiled``: each through ``torch.compile(mode="reduce-overhead")``;
+* ``dense-compiled`` and ``stuning-compiled``: each through ``torch.compile(mode=--mode)``
+  (``reduce-overhead``, the default, replays CUDA graphs; ``default`` launches each kernel from the
+  compiled code, host time and all);
 * ``stuning-graph``: the sparse model captured by hand in a CUDA graph (the README's recipe).
 
 Two times each, medians of ``--reps``:
@@ -58,6 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--mode", default="reduce-overhead",
+                   choices=("reduce-overhead", "default", "max-autotune-no-cudagraphs"),
+                   help="torch.compile's mode on the GPU (the CPU smoke test compiles with the aot_eager backend)")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--smoke", action="store_true", help="tiny models on the CPU (Triton's interpreter)")
     p.add_argument("--replot", metavar="JSON", help="a run's compile.json: its table and plot again, nothing timed")
@@ -155,7 +160,8 @@ def run(args) -> list[dict]:
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     if not on_gpu:
         dtype = torch.float32  # the interpreter's 16-bit arithmetic is slow and partly wrong
-    compile_options = dict(mode="reduce-overhead") if on_gpu else dict(backend="aot_eager")
+    compile_options = dict(mode=args.mode) if on_gpu else dict(backend="aot_eager")
+    mode = args.mode if on_gpu else "aot_eager"
     flush = torch.empty(128 << 20, dtype=torch.int8, device=device) if on_gpu else None
     rows = []
     torch.manual_seed(0)
@@ -174,7 +180,7 @@ def run(args) -> list[dict]:
                     fns = {name: (lambda m=m, x=x: m(x)) for name, m in models.items()}
                     if on_gpu:
                         fns["stuning-graph"] = captured(sparse, x)
-                    row = {"model": model_name, "pattern": pattern, "tokens": tokens, "dtype": str(dtype)}
+                    row = {"model": model_name, "pattern": pattern, "tokens": tokens, "dtype": str(dtype), "mode": mode}
                     for name, fn in fns.items():
                         for _ in range(3):  # compile, capture, warm up
                             out = fn()
@@ -214,7 +220,9 @@ def plot(rows: list[dict], path: str) -> None:
     ax.set_xticks(range(len(rows)), [f"{r['model']}\n{r['pattern']}, {r['tokens']} tok" for r in rows], fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("us a step (back to back)")
-    ax.set_title("eager against torch.compile(mode='reduce-overhead')")
+    # Rows from before --mode were all reduce-overhead.
+    modes = sorted({r.get("mode", "reduce-overhead") for r in rows})
+    ax.set_title(f"eager against torch.compile(mode={'/'.join(modes)!r})")
     ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
