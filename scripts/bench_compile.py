@@ -3,16 +3,20 @@
 
 At decode widths a sparse layer's kernel runs 10-40 us on an H200 while an eager launch from Python
 costs ~60-140 us of host time (BENCHMARKS.md 7y), so an eager sparse model waits on the host.
-``torch.compile(model, mode="reduce-overhead")`` (stuning's layers run there as one operator each,
-``stuning.nn.compiled``) replays the step as a CUDA graph. For each model (``--models``: the Llama-7B
-MLP block, BERT-base's 12 encoder layers), pruning (``--patterns``: fractions of zeros for CSR, or
-``2:4``) and token count (``--tokens``) this times:
+``torch.compile(model, mode="reduce-overhead")`` (stuning's layers and ops run there as one operator
+each, ``stuning.nn.compiled`` and ``stuning.ops.compiled``) replays the step as a CUDA graph. For
+each model (``--models``: the Llama-7B MLP block; BERT-base's 12 encoder layers; ``llama-mlp-ops``,
+the same block written with the functional ops on ``CSRMatrix`` / ``Semi24Matrix`` weights, as a
+user's own module would), pruning (``--patterns``: fractions of zeros for CSR, or ``2:4``) and token
+count (``--tokens``) this times:
 
 * ``dense`` and ``stuning``, eager: the dense model with the same zeros, and the same after ``sparsify``;
 * ``dense-compiled`` and ``stuning-compiled``: each through ``torch.compile(mode=--mode)``
   (``reduce-overhead``, the default, replays CUDA graphs; ``default`` launches each kernel from the
   compiled code, host time and all);
-* ``stuning-graph``: the sparse model captured by hand in a CUDA graph (the README's recipe).
+* ``stuning-graph``: the sparse model captured by hand in a CUDA graph (the README's recipe);
+* ``stuning-breaks`` (``llama-mlp-ops`` only): compiled with each op forced to a graph break, as the
+  ops were before they had operators of their own (``stuning.ops.compiled``).
 
 Two times each, medians of ``--reps``:
 * ``step_us``: one step from an idle GPU behind an L2 flush, host time included (events around the
@@ -41,14 +45,17 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 SMOKE = "--smoke" in sys.argv
 if SMOKE and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernels are defined, below
 
+import stuning  # noqa: E402
+from stuning.formats import CSRMatrix, Semi24Matrix  # noqa: E402
 from stuning.nn import examples, sparsify  # noqa: E402
 
-PATHS = ("dense", "dense-compiled", "stuning", "stuning-compiled", "stuning-graph")
+PATHS = ("dense", "dense-compiled", "stuning", "stuning-compiled", "stuning-graph", "stuning-breaks")
 TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4}
 
 
@@ -70,12 +77,36 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build(name: str, smoke: bool, dtype, device):
-    if name == "llama-mlp":
+    if name in ("llama-mlp", "llama-mlp-ops"):
         return examples.llama_mlp(**(dict(hidden=32, intermediate=64) if smoke else {}), dtype=dtype, device=device)
     if name == "bert":
         sizes = dict(layers=1, hidden=32, heads=2, ffn=64) if smoke else {}
         return examples.bert_encoder(**sizes, dtype=dtype, device=device)
-    raise SystemExit(f"bench_compile: unknown model {name!r}; use llama-mlp or bert")
+    raise SystemExit(f"bench_compile: unknown model {name!r}; use llama-mlp, llama-mlp-ops or bert")
+
+
+class FunctionalMLP(torch.nn.Module):
+    """A pruned ``examples.MLPStack`` through ``stuning.spmm`` / ``semi24_mm`` on its layers' weights
+    (Y^T = W X^T, as ``SparseLinear`` computes). ``breaks=True`` calls each op through
+    ``torch.compiler.disable``: under ``torch.compile``, a graph break per op."""
+
+    def __init__(self, sparse: examples.MLPStack, breaks: bool = False):
+        super().__init__()
+        self.hidden, self.breaks = sparse.hidden, breaks
+        names = ("gate_proj", "up_proj", "down_proj")
+        self.blocks = [tuple(getattr(layer, name).sparse_weight.matrix for name in names) for layer in sparse.layers]
+
+    def _mm(self, w, x: torch.Tensor) -> torch.Tensor:
+        op = stuning.semi24_mm if isinstance(w, Semi24Matrix) else stuning.spmm
+        assert isinstance(w, (CSRMatrix, Semi24Matrix)), type(w)
+        return (torch.compiler.disable(op) if self.breaks else op)(w, x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for gate, up, down in self.blocks:
+            xt = x.t()
+            h = F.silu(self._mm(gate, xt)) * self._mm(up, xt)
+            x = x + self._mm(down, h).t()
+        return x
 
 
 def model_input(model, tokens: int, dtype, device) -> torch.Tensor:
@@ -170,8 +201,12 @@ def run(args) -> list[dict]:
         for pattern in args.patterns.split(","):
             dense, sparse = pruned_pair(base, pattern)
             reference_model = copy.deepcopy(dense).float()
-            compiled = {"dense-compiled": torch.compile(dense, **compile_options),
-                        "stuning-compiled": torch.compile(sparse, **compile_options)}
+            compiled = {}
+            if model_name == "llama-mlp-ops":
+                compiled["stuning-breaks"] = torch.compile(FunctionalMLP(sparse, breaks=True), **compile_options)
+                sparse = FunctionalMLP(sparse)
+            compiled.update({"dense-compiled": torch.compile(dense, **compile_options),
+                             "stuning-compiled": torch.compile(sparse, **compile_options)})
             for tokens in (int(t) for t in args.tokens.split(",")):
                 x = model_input(base, tokens, dtype, device)
                 with torch.inference_mode():
@@ -200,7 +235,8 @@ def save(rows: list[dict], out: str) -> None:
     with open(os.path.join(out, "compile.json"), "w") as f:
         json.dump({**env, "rows": rows}, f, indent=1)
     with open(os.path.join(out, "compile.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        fields = list(dict.fromkeys(key for row in rows for key in row))  # rows of every model's paths
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
 

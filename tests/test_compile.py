@@ -1,4 +1,5 @@
-"""Sparse layers under ``torch.compile``: the kernel path as one operator (``stuning.nn.compiled``).
+"""Sparse layers under ``torch.compile``: the kernel path as one operator (``stuning.nn.compiled``;
+the functional ops' operators are tested in ``test_compile_ops.py``).
 
 On a CPU the kernels run in Triton's interpreter and the graphs are compiled with the ``eager`` and
 ``aot_eager`` backends (Dynamo's tracing, and AOT autograd's fake tensors and functionalization:
@@ -14,12 +15,10 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from naive import TOL, assert_close, randn, random_sparse, sddmm_ref, semi24_ref, spmm_ref
+from naive import TOL, assert_close, randn
 from torch import nn
 
-import stuning
 import stuning.nn.linear as linear_module
-from stuning.formats import CSRMatrix, Semi24Matrix
 from stuning.nn import SparseConv2d, SparseLinear
 from stuning.nn.compiled import sparse_layer
 
@@ -188,33 +187,6 @@ def test_the_pytorch_backend_is_traced_not_wrapped(gen, monkeypatch):
     torch.testing.assert_close(x.grad, layer.dense_weight().sum(0).expand(4, 12))
 
 
-def test_the_functional_ops_run_eagerly_between_compiled_graphs(gen):
-    """``stuning.spmm``, ``semi24_mm`` and ``sddmm`` inside a compiled function: a graph break each
-    (Dynamo's tracing into a launch failed), the traced code around them compiled, results as eager."""
-    a_dense = random_sparse(24, 40, 0.2, torch.float32, gen)
-    a = CSRMatrix.from_dense(a_dense)
-    w = Semi24Matrix.from_dense(randn(16, 40, dtype=torch.float16, gen=gen), prune=True)
-    mask_dense = random_sparse(24, 16, 0.3, torch.float32, gen)
-    mask = CSRMatrix.from_dense(mask_dense)
-
-    def step(x, x16, q, k):
-        y = torch.relu(stuning.spmm(a, x)) + 1
-        z = stuning.semi24_mm(w, x16) * 2
-        s = stuning.sddmm(mask, q, k, alpha=0.5)
-        return y, z, s.values.exp()
-
-    x, x16 = randn(40, 8, dtype=torch.float32, gen=gen), randn(40, 8, dtype=torch.float16, gen=gen)
-    q, k = randn(24, 16, dtype=torch.float32, gen=gen), randn(16, 16, dtype=torch.float32, gen=gen)
-    compiled = torch.compile(step, backend="aot_eager")(x, x16, q, k)
-    for got, want in zip(compiled, step(x, x16, q, k), strict=True):
-        torch.testing.assert_close(got, want, rtol=0, atol=0)
-    y, z, s = compiled
-    assert_close(y, torch.relu(spmm_ref(a_dense, x)) + 1, TOL[torch.float32], "spmm")
-    assert_close(z, semi24_ref(w.to_dense(), x16) * 2, TOL[torch.float16], "semi24_mm")
-    expected = sddmm_ref(mask_dense, q, k, alpha=0.5)[mask_dense != 0].exp()
-    assert_close(s, expected, TOL[torch.float32], "sddmm")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt,dtype", [("csr", torch.float16), ("csr", torch.bfloat16), ("2:4", torch.float16)])
 def test_reduce_overhead_mode_on_the_gpu(fmt, dtype, device_gen):
@@ -231,25 +203,3 @@ def test_reduce_overhead_mode_on_the_gpu(fmt, dtype, device_gen):
             # its fp16 steps (0.6% of the elements a unit apart on the H200).
             assert_close(y, model(x), TOL[dtype], f"{fmt} {dtype} {tokens} tokens against eager")
             assert_close(y, _reference(model, x), TOL[dtype] * 2, f"{fmt} {dtype} {tokens} tokens")
-
-
-@pytest.mark.gpu
-def test_functional_ops_between_cuda_graphs_on_the_gpu(device_gen):
-    """``mode="reduce-overhead"`` around a graph break: the compiled pieces replay as CUDA graphs and
-    the op runs eagerly between them, on new inputs each call."""
-    a_dense = random_sparse(1024, 2048, 0.1, torch.float16, device_gen)
-    a = CSRMatrix.from_dense(a_dense)
-    mask_dense = random_sparse(512, 512, 0.05, torch.float16, device_gen)
-    mask = CSRMatrix.from_dense(mask_dense)
-
-    def step(x, q, k):
-        return torch.relu(stuning.spmm(a, x * 2)) + 1, stuning.sddmm(mask, q, k).values.float() * 0.5 + 1
-
-    compiled = torch.compile(step, mode="reduce-overhead")
-    for _ in range(4):
-        x = randn(2048, 16, dtype=torch.float16, gen=device_gen)
-        q, k = randn(512, 64, dtype=torch.float16, gen=device_gen), randn(64, 512, dtype=torch.float16, gen=device_gen)
-        y, s = (t.clone() for t in compiled(x, q, k))
-        assert_close(y, torch.relu(spmm_ref(a_dense, x * 2)) + 1, TOL[torch.float16], "spmm")
-        expected = sddmm_ref(mask_dense, q, k)[mask_dense != 0] * 0.5 + 1
-        assert_close(s, expected, TOL[torch.float16], "sddmm")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from stuning.formats.stored import StoredValues
+from stuning.formats.stored import CompilableMatrix
 
 _INT32_MAX = 2**31 - 1
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -30,7 +30,7 @@ def _index_dtype(nnz: int) -> torch.dtype:
     return torch.int32 if nnz <= _INT32_MAX else torch.int64
 
 
-class CSRMatrix(StoredValues):
+class CSRMatrix(CompilableMatrix):
     """An M x K sparse matrix in CSR form: ``crow`` (M + 1), ``col`` (nnz), ``values`` (nnz).
 
     Columns are sorted within each row. A matrix may be *padded*: every row's stored length is a
@@ -58,6 +58,7 @@ class CSRMatrix(StoredValues):
         self._stats: RowStats | None = None
         # Layers above keep what they derive from this matrix here (e.g. the configs chosen for it).
         self.cache: dict = {}
+        self._register()
         if validate:
             self.validate()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from stuning.formats.stored import StoredValues
+from stuning.formats.stored import CompilableMatrix
 
 # One int32 word holds the 4-bit masks of 8 groups (32 dense columns), so the masks cost K / 8 bytes
 # per row: 1/8 of a byte per dense element, as 2-bit positions would. A mask rather than positions
@@ -14,7 +14,7 @@ VALUES_PER_META_WORD = 2 * GROUPS_PER_MASK_WORD
 COLS_PER_META_WORD = 4 * GROUPS_PER_MASK_WORD
 
 
-class Semi24Matrix(StoredValues):
+class Semi24Matrix(CompilableMatrix):
     """An M x K matrix with at most 2 nonzeros in each aligned group of 4 columns of a row.
 
     Stored as ``values`` (M, K/2), the two kept entries of each group in column order, and ``masks``
@@ -43,6 +43,7 @@ class Semi24Matrix(StoredValues):
         self.k_stored = k_stored
         # Layers above keep what they derive from this matrix here (e.g. the configs chosen for it).
         self.cache: dict = {}
+        self._register()
         if validate:
             self.validate()
 

@@ -1,10 +1,9 @@
 """The public operations: validate inputs, choose a config, launch.
 
-Under ``torch.compile`` each op is a graph break (``torch.compiler.disable``): Dynamo cannot trace a
-launch (the tuning database's lookup, caches on the sparse operand, host-built TMA descriptors), and
-tracing into one failed. The op runs eagerly between the compiled graphs, at ~0.4 us more a call in
-eager mode. The sparse layers compile without a break: they call one custom operator each
-(``stuning.nn.compiled``).
+Under ``torch.compile`` an op whose sparse operand was built outside the compiled function is one
+custom operator (``stuning.ops.compiled``), and the sparse layers one each (``stuning.nn.compiled``):
+Dynamo cannot trace a launch (the tuning database's lookup, caches on the sparse operand, host-built
+TMA descriptors). Anything else runs eagerly as a graph break.
 """
 
 from stuning.ops.sddmm import sddmm
