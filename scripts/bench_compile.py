@@ -54,6 +54,8 @@ if SMOKE and not torch.cuda.is_available():
 import stuning  # noqa: E402
 from stuning.formats import CSRMatrix, Semi24Matrix  # noqa: E402
 from stuning.nn import examples, sparsify  # noqa: E402
+from stuning.ops.semi24 import _eager_semi24_mm  # noqa: E402
+from stuning.ops.spmm import _eager_spmm  # noqa: E402
 
 PATHS = ("dense", "dense-compiled", "stuning", "stuning-compiled", "stuning-graph", "stuning-breaks")
 TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4}
@@ -85,27 +87,47 @@ def build(name: str, smoke: bool, dtype, device):
     raise SystemExit(f"bench_compile: unknown model {name!r}; use llama-mlp, llama-mlp-ops or bert")
 
 
+def _product(w, x: torch.Tensor) -> torch.Tensor:
+    return (stuning.semi24_mm if isinstance(w, Semi24Matrix) else stuning.spmm)(w, x)
+
+
+def _product_breaking(w, x: torch.Tensor) -> torch.Tensor:
+    """``_product`` as a graph break: the ops' eager paths, which were the public ops until they had
+    operators (each ``torch.compiler.disable``d)."""
+    if isinstance(w, Semi24Matrix):
+        return _eager_semi24_mm(w, x, config=None, out=None, bias=None)
+    return _eager_spmm(w, x, config=None, out=None, bias=None)
+
+
 class FunctionalMLP(torch.nn.Module):
     """A pruned ``examples.MLPStack`` through ``stuning.spmm`` / ``semi24_mm`` on its layers' weights
-    (Y^T = W X^T, as ``SparseLinear`` computes). ``breaks=True`` calls each op through
-    ``torch.compiler.disable``: under ``torch.compile``, a graph break per op."""
+    (Y^T = W X^T, as ``SparseLinear`` computes)."""
 
-    def __init__(self, sparse: examples.MLPStack, breaks: bool = False):
+    def __init__(self, sparse: examples.MLPStack):
         super().__init__()
-        self.hidden, self.breaks = sparse.hidden, breaks
+        self.hidden = sparse.hidden
         names = ("gate_proj", "up_proj", "down_proj")
         self.blocks = [tuple(getattr(layer, name).sparse_weight.matrix for name in names) for layer in sparse.layers]
-
-    def _mm(self, w, x: torch.Tensor) -> torch.Tensor:
-        op = stuning.semi24_mm if isinstance(w, Semi24Matrix) else stuning.spmm
-        assert isinstance(w, (CSRMatrix, Semi24Matrix)), type(w)
-        return (torch.compiler.disable(op) if self.breaks else op)(w, x)
+        assert all(isinstance(w, (CSRMatrix, Semi24Matrix)) for block in self.blocks for w in block)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for gate, up, down in self.blocks:
             xt = x.t()
-            h = F.silu(self._mm(gate, xt)) * self._mm(up, xt)
-            x = x + self._mm(down, h).t()
+            h = F.silu(_product(gate, xt)) * _product(up, xt)
+            x = x + _product(down, h).t()
+        return x
+
+
+class BreakingFunctionalMLP(FunctionalMLP):
+    """``FunctionalMLP`` with each op a graph break. A forward of its own, not a flag in the shared one:
+    after compiling this one, Dynamo also broke ``FunctionalMLP``'s graph at every op (it keys what it
+    learns about a function by the function's code)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for gate, up, down in self.blocks:
+            xt = x.t()
+            h = F.silu(_product_breaking(gate, xt)) * _product_breaking(up, xt)
+            x = x + _product_breaking(down, h).t()
         return x
 
 
@@ -199,11 +221,15 @@ def run(args) -> list[dict]:
     for model_name in args.models.split(","):
         base = build(model_name, args.smoke, dtype, device)
         for pattern in args.patterns.split(","):
+            # The models compiled for the last pattern are done with. Their graphs share code objects
+            # with these (one forward per class), and Dynamo stops compiling a code object after 8
+            # graphs: a run of patterns and token counts would reach that.
+            torch._dynamo.reset()
             dense, sparse = pruned_pair(base, pattern)
             reference_model = copy.deepcopy(dense).float()
             compiled = {}
             if model_name == "llama-mlp-ops":
-                compiled["stuning-breaks"] = torch.compile(FunctionalMLP(sparse, breaks=True), **compile_options)
+                compiled["stuning-breaks"] = torch.compile(BreakingFunctionalMLP(sparse), **compile_options)
                 sparse = FunctionalMLP(sparse)
             compiled.update({"dense-compiled": torch.compile(dense, **compile_options),
                              "stuning-compiled": torch.compile(sparse, **compile_options)})
