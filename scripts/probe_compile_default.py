@@ -18,9 +18,7 @@ import cProfile
 import io
 import os
 import pstats
-import statistics
 import sys
-import time
 
 import torch
 from torch._dynamo.utils import counters
@@ -29,23 +27,10 @@ from stuning.nn import compiled, examples, sparsify
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compile import captured, pipelined_us  # noqa: E402
+from probe_host_time import host_us  # noqa: E402
 
 OUT = os.environ.get("OUT", ".")
 TOKENS = int(os.environ.get("PROBE_TOKENS", "16"))
-
-
-def host_us(fn, calls: int = 50) -> float:
-    """Median host time of a call, the GPU kept busy so that no call waits on it."""
-    for _ in range(5):
-        fn()
-    samples = []
-    for _ in range(calls):
-        torch.cuda._sleep(int(2e7))
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
 
 
 def main() -> None:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch._inductor.config as inductor_config
@@ -26,20 +24,10 @@ from stuning.nn import examples, sparsify
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compile import pipelined_us  # noqa: E402
+from probe_host_time import host_us  # noqa: E402
 
 OUT = os.environ.get("OUT", ".")
 TOKENS = int(os.environ.get("PROBE_TOKENS", "16"))
-
-
-def host_us(fn, calls: int = 50) -> float:
-    samples = []
-    for _ in range(calls):
-        torch.cuda._sleep(int(1e7))
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
 
 
 def main() -> None:
