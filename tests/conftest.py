@@ -111,11 +111,17 @@ def uncapped_effects(monkeypatch):
 def isolated_db_dirs(tmp_path, monkeypatch):
     """Every test gets its own cache and shipped directories and no override, and may warn afresh."""
     from stuning.db import paths, tuning_db
+    from stuning.tuning.session import reference_coefficients
 
     monkeypatch.delenv(paths.ENV_DB_DIR, raising=False)
     monkeypatch.setattr(paths, "user_cache_dir", lambda: tmp_path / "cache")
     monkeypatch.setattr(paths, "shipped_dir", lambda: tmp_path / "shipped")
     monkeypatch.setattr(tuning_db, "_stale_warned", False)
+    # Read from the shipped directory once and cached: read inside the patch, it would keep the empty
+    # temporary one's nothing for the tests after (test_model_check then found no SpMM fit).
+    reference_coefficients.cache_clear()
+    yield
+    reference_coefficients.cache_clear()
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ pytestmark = pytest.mark.usefixtures("isolated_db_dirs")
 
 def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=None, measured=True,
           env=None, top_k=(), updated="2025-01-01T00:00:00+00:00", predicted_us=None, dense_us=None,
-          other_kernels=()) -> DBEntry:
+          other_kernels=(), model_picks=()) -> DBEntry:
     config = {"BLOCK_M": 32} if config is None else config
     return DBEntry(
         op=op, dtype=dtype, features=features if features is not None else {"m": 4096, "k": 4096, "n": 128},
@@ -57,6 +57,7 @@ def entry(time_us=10.0, config=None, *, op="spmm", dtype="float16", features=Non
         predicted_us=predicted_us, measured=measured,
         env=(env or ENV).entry_env(), updated=updated, dense_us=dense_us,
         other_kernels=[TimedConfig(c, t) for c, t in other_kernels],
+        model_picks=[TimedConfig(c, t) for c, t in model_picks],
     )
 
 
@@ -309,6 +310,41 @@ def test_other_kernel_bests_round_trip_and_are_normalised_on_put(tmp_path):
     bad = e.to_json() | {"other_kernels": [{"config": {"kernel": "csr"}, "time_us": None}]}
     with pytest.raises(ValueError, match=r"other_kernels\[0\]\.time_us"):
         DBEntry.from_json(bad)
+
+
+def test_model_picks_round_trip_unite_slowest_first_and_are_checked(tmp_path):
+    """The model's misses, kept whatever their time: merged entries unite them (each config at its
+    lowest time), slowest first, at most MODEL_PICKS_KEPT, in either merge order."""
+    from stuning.db.schema import MODEL_PICKS_KEPT
+
+    assert "model_picks" not in entry(2.0).to_json()  # absent when empty: older entries diff as they were
+    picks = [({"kernel": "sell", "c": c}, 10.0 + c) for c in range(6)]
+    first = entry(2.0, {"kernel": "scatter", "c": 0}, model_picks=picks[:4] + [({"kernel": "csr", "c": 0}, 40.0)])
+    second = entry(1.5, {"kernel": "scatter", "c": 1}, model_picks=[(picks[0][0], 8.0), *picks[4:],
+                                                                    ({"kernel": "csr", "c": 1}, 30.0),
+                                                                    ({"kernel": "csr", "c": 2}, 3.0)])
+    assert DBEntry.from_json(json.loads(json.dumps(first.to_json()))) == first
+    merged = merged_both_ways([first, second])
+    times = [t.time_us for t in merged.model_picks]
+    assert len(times) == MODEL_PICKS_KEPT and times == sorted(times, reverse=True)
+    assert times[:2] == [40.0, 30.0] and 3.0 not in times  # the fastest fall off first
+    assert 8.0 in times and 10.0 not in times  # sell c=0 at its lowest time
+    write_db(tmp_path, {"k": merged})
+    held = open_db(tmp_path).entries()["k"]
+    assert held.model_picks == merged.model_picks
+    # The fit sees each timed config once: a pick also in top_k is not counted twice.
+    both = entry(2.0, {"kernel": "scatter", "c": 0}, top_k=[({"kernel": "scatter", "c": 0}, 2.0)],
+                 model_picks=[({"kernel": "scatter", "c": 0}, 2.4), ({"kernel": "sell", "c": 7}, 9.0)])
+    assert [t.time_us for t in both.timed_configs] == [2.0, 9.0]
+    for bad, reason in [
+        ({"model_picks": [{"config": {"kernel": "csr"}, "time_us": None}]}, r"model_picks\[0\]\.time_us"),
+        ({"model_picks": [{"config": {"c": i}, "time_us": 1.0} for i in range(MODEL_PICKS_KEPT + 1)]},
+         "model_picks must be a list of at most"),
+    ]:
+        with pytest.raises(ValueError, match=reason):
+            DBEntry.from_json(first.to_json() | bad)
+    with pytest.raises(ValueError, match="in a measured entry only"):
+        DBEntry.from_json(entry(measured=False).to_json() | {"model_picks": []})
 
 
 def test_save_merges_with_what_another_process_wrote(tmp_path):

@@ -27,6 +27,7 @@ from stuning.db import (
 )
 from stuning.suite import SpMMCase
 from stuning.tuning import driver
+from stuning.tuning.cost_model import CostModel
 from stuning.tuning.device import spec_for
 from stuning.tuning.features import synthetic_spmm_features
 from stuning.tuning.registry import budget_of, family
@@ -289,3 +290,24 @@ def test_no_more_configs_compiled_ahead_than_the_search_may_time(fake_gpu):
     limit = driver.PRECOMPILE_MIN_SECONDS - 1
     driver.tune_case(CASE, strategy="model+optuna", budget=Budget(max_trials=30, max_seconds=limit))
     assert fake_gpu == []  # too little time for worker processes to finish compiling
+
+
+def test_tune_keeps_the_models_first_picks_that_lose():
+    """The search times the model's favourites whatever it predicts; where they are not among the
+    fastest, the outcome keeps them at their timings, so that a refit sees the model's misses."""
+    features = synthetic_spmm_features(4096, 4096, 128, 0.1, "float16", row_cv=0.4)
+    device = spec_for("h100")
+    ranked = [c for c, _ in CostModel(device).rank(features, family("spmm").space(features, budget_of(device)))]
+    favourite = ranked[0]
+
+    def timer(config):  # the model's favourite runs 50x slower than anything else
+        return 500.0 if config == favourite else 10.0 + ranked.index(config) * 1e-3
+
+    outcome = tune(features, objective=timer, strategy="model+optuna", device=device, budget=Budget(max_trials=12))
+    assert favourite.as_dict() not in [t["config"] for t in outcome.top_k]
+    assert outcome.model_picks == [{"config": favourite.as_dict(), "time_us": 500.0}]
+    assert outcome_to_entry(outcome).model_picks == [TimedConfig(favourite.as_dict(), 500.0)]
+    # Where the favourite is also the fastest, nothing is kept twice.
+    won = tune(features, objective=lambda c: 1.0 if c == favourite else timer(c), strategy="model+optuna",
+               device=device, budget=Budget(max_trials=12))
+    assert won.best_config == favourite and won.model_picks == []

@@ -97,3 +97,8 @@ def test_a_refit_sees_the_other_kernels_bests_beside_the_top_k():
                     measured=True, env=local_environment().entry_env("spmm"))
     trials = timed_trials({"k": entry})["spmm"]
     assert [(config, time_us) for _, config, time_us in trials] == [(csr, 9.0), (sell, 31.0)]
+    # And the model's picks that lost (the model's misses) after them.
+    slow = next(c for c in space if c.kernel == "sell" and c != sell)
+    missed = dataclasses.replace(entry, model_picks=[TimedConfig(slow.as_dict(), 80.0)])
+    trials = timed_trials({"k": missed})["spmm"]
+    assert [(config, time_us) for _, config, time_us in trials] == [(csr, 9.0), (sell, 31.0), (slow, 80.0)]

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from stuning.db.environment import same_environment, timer_revision
-from stuning.db.schema import ENV_FIELDS, ENV_OPTIONAL_FIELDS, MAX_FAILURE_MESSAGE, TOP_K, validate_entry
+from stuning.db.schema import (
+    ENV_FIELDS,
+    ENV_OPTIONAL_FIELDS,
+    MAX_FAILURE_MESSAGE,
+    MODEL_PICKS_KEPT,
+    TOP_K,
+    validate_entry,
+)
 
 KEY_SEPARATOR = "|"
 
@@ -116,6 +123,8 @@ class DBEntry:
     dense_us: float | None = None  # the same problem as a dense product (cuBLAS), timed in the same run
     # [TimedConfig]: each kernel with no config in top_k, at its fastest timed config (other_kernel_bests)
     other_kernels: list = field(default_factory=list)
+    # [TimedConfig]: configs the cost model ranked first, as timed, whatever their time (kept_model_picks)
+    model_picks: list = field(default_factory=list)
 
     @property
     def config(self) -> dict:
@@ -145,6 +154,8 @@ class DBEntry:
             obj["dense_us"] = self.dense_us
         if self.other_kernels:
             obj["other_kernels"] = [t.to_json() for t in self.other_kernels]
+        if self.model_picks:
+            obj["model_picks"] = [t.to_json() for t in self.model_picks]
         return obj
 
     @classmethod
@@ -166,13 +177,16 @@ class DBEntry:
             failed=[FailedConfig.from_json(f) for f in obj.get("failed", ())],
             dense_us=obj.get("dense_us"),
             other_kernels=[TimedConfig.from_json(t) for t in obj.get("other_kernels", ())],
+            model_picks=[TimedConfig.from_json(t) for t in obj.get("model_picks", ())],
         )
 
     @property
     def timed_configs(self) -> list:
-        """Every timed config the entry holds, its top k then the other kernels' bests: what a cost
-        model is fitted to."""
-        return [t for t in (*self.top_k, *self.other_kernels) if t.time_us is not None]
+        """Every timed config the entry holds, once each: its top k, the other kernels' bests, then the
+        model's picks the others leave out. What a cost model is fitted to."""
+        held = [t for t in (*self.top_k, *self.other_kernels) if t.time_us is not None]
+        seen = {_canonical(t.config) for t in held}
+        return held + [t for t in self.model_picks if t.time_us is not None and _canonical(t.config) not in seen]
 
     def validate(self) -> None:
         validate_entry(self.to_json())
@@ -218,6 +232,7 @@ def merge_entries(a: DBEntry, b: DBEntry) -> DBEntry:
     winner = min(a, b, key=lambda e: (e.best.time_us, _canonical(e.best.config), _canonical(e.to_json())))
     top, others = top_and_other_kernels([a.best, *a.top_k, *a.other_kernels, b.best, *b.top_k, *b.other_kernels])
     return kept(winner, top_k=top, other_kernels=others, tuner=_united_tuner(winner, a, b),
+                model_picks=kept_model_picks([*a.model_picks, *b.model_picks]),
                 updated=max(a.updated, b.updated, key=lambda t: (parse_timestamp(t), t)))
 
 
@@ -259,6 +274,18 @@ def top_and_other_kernels(items) -> tuple[list, list]:
     of each kernel it leaves out. What a merge and ``TuningDB.put`` both keep."""
     top = union_top_k(items)
     return top, other_kernel_bests(items, top)
+
+
+def kept_model_picks(items) -> list:
+    """One per config (its lowest time), slowest first, at most ``MODEL_PICKS_KEPT``: the model's worst
+    misses are what a refit most needs to see. Ties ordered by config, so merges are symmetric."""
+    fastest: dict[str, TimedConfig] = {}
+    for item in items:
+        name = _canonical(item.config)
+        if item.time_us is not None and (name not in fastest or item.time_us < fastest[name].time_us):
+            fastest[name] = item
+    ordered = sorted(fastest.items(), key=lambda kv: (-kv[1].time_us, kv[0]))
+    return [item for _, item in ordered[:MODEL_PICKS_KEPT]]
 
 
 def union_failed(items) -> list:

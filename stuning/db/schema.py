@@ -28,7 +28,8 @@ and an entry is::
               "timer": str},                  # optional: the timer's revision, absent for "1"
       "updated": ISO-8601 timestamp,
       "failed": [{"config": ..., "status": str, "message": str}, ...],  # optional, omitted when empty
-      "other_kernels": [{"config": ..., "time_us": ...}, ...]            # optional, omitted when empty
+      "other_kernels": [{"config": ..., "time_us": ...}, ...],           # optional, omitted when empty
+      "model_picks": [{"config": ..., "time_us": ...}, ...]              # optional, omitted when empty
     }
 
 ``failed`` lists the configs that could not be timed in the entry's env (status compile_error,
@@ -37,6 +38,11 @@ out_of_resources, wrong, ...; message one short line); tuning in that env skips 
 ``other_kernels`` holds, of each kernel the search timed that has no config in ``top_k``, its fastest
 timed config (fastest first). The top five are one kernel's near-best configs; a cost model fitted on
 them alone never sees how slow the losing kernels run, and picks them (BENCHMARKS.md 8p, 8q).
+
+``model_picks`` holds configs the cost model ranked first for the problem, as timed, kept whatever
+their time (slowest first, at most ``MODEL_PICKS_KEPT``): where the model was wrong, the fastest
+configs alone never show it, and a refit kept picking a config 4.6x slower than the entry's
+(BENCHMARKS.md 8y, 9f).
 
 Validation is strict (unknown fields are errors too): the files are machine-written and reviewed in
 diffs, so a misspelt field must fail loudly rather than be dropped on the next write.
@@ -62,7 +68,8 @@ ENTRY_FIELDS = (
 )
 # Absent when empty, so older files and diffs stay as they were. dense_us: the dense product of the
 # same problem (zeros stored, cuBLAS) timed in the tuning run, so an entry says whether it pays.
-OPTIONAL_ENTRY_FIELDS = ("failed", "dense_us", "other_kernels")
+OPTIONAL_ENTRY_FIELDS = ("failed", "dense_us", "other_kernels", "model_picks")
+MODEL_PICKS_KEPT = 8  # per entry: the model's picks of a few searches and probes
 TIMED_CONFIG_FIELDS = ("config", "time_us")
 FAILED_FIELDS = ("config", "status", "message")
 MAX_FAILURE_MESSAGE = 200  # characters: enough to recognise the error, short enough to review in a diff
@@ -171,6 +178,12 @@ def validate_entry(obj, where: str = "entry") -> None:
                f"{where}.other_kernels must be a list, in a measured entry only")
         for i, item in enumerate(obj["other_kernels"]):
             _check_timed_config(item, f"{where}.other_kernels[{i}]", True)
+    if "model_picks" in obj:
+        _check(obj["measured"] and isinstance(obj["model_picks"], list)
+               and len(obj["model_picks"]) <= MODEL_PICKS_KEPT,
+               f"{where}.model_picks must be a list of at most {MODEL_PICKS_KEPT}, in a measured entry only")
+        for i, item in enumerate(obj["model_picks"]):
+            _check_timed_config(item, f"{where}.model_picks[{i}]", True)
     if "dense_us" in obj:
         _check(obj["dense_us"] is None or (_is_time(obj["dense_us"]) and obj["dense_us"] > 0),
                f"{where}.dense_us must be a positive number or null")

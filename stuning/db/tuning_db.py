@@ -24,6 +24,7 @@ from stuning.db.entry import (
     dtype_name,
     feature_distance,
     is_number,
+    kept_model_picks,
     merge_entries,
     top_and_other_kernels,
     union_failed,
@@ -181,7 +182,7 @@ class TuningDB:
         entry.validate()
         if entry.measured:
             top, others = top_and_other_kernels([entry.best, *entry.top_k, *entry.other_kernels])
-            entry = replace(entry, top_k=top, other_kernels=others)
+            entry = replace(entry, top_k=top, other_kernels=others, model_picks=kept_model_picks(entry.model_picks))
         if entry.failed:
             entry = replace(entry, failed=union_failed(entry.failed))
         held = self._pending.get(key)

@@ -120,4 +120,5 @@ def outcome_to_entry(outcome) -> DBEntry:
         failed=[f for f in outcome.failed if f.status in RECORDED_STATUSES],
         dense_us=outcome.dense_us if outcome.measured else None,
         other_kernels=[TimedConfig(t["config"], t["time_us"]) for t in outcome.other_kernels],
+        model_picks=[TimedConfig(t["config"], t["time_us"]) for t in outcome.model_picks],
     )

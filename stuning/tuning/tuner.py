@@ -24,6 +24,9 @@ TOP_K = 5  # configs kept per database entry
 # Configs re-timed after a search: all it keeps, since a search's quick timings (SCREEN_TIMING) can
 # be a few percent off and rank close finalists either way.
 RETIME_TOP = TOP_K
+# Of the cost model's own first-ranked configs, how many an entry keeps (as the search timed them)
+# when they are not among its top k: the model's misses, which a refit otherwise never sees.
+MODEL_PICKS = 2
 
 
 @dataclass
@@ -46,6 +49,8 @@ class TuneOutcome:
     kernels: tuple = ()  # the kernels the valid space held, sorted: what the search could pick from
     # [{config, time_us}]: of each kernel timed with no config in top_k, its fastest (measuring runs)
     other_kernels: list = field(default_factory=list)
+    # [{config, time_us}]: the model's first MODEL_PICKS configs, timed but not in top_k (measuring runs)
+    model_picks: list = field(default_factory=list)
 
     @property
     def speedup_vs_dense(self) -> float | None:
@@ -119,7 +124,8 @@ def tune(
     space = fam.space(features, budget_of(device))
     if not space:
         raise ValueError(f"no valid {features.op} config for {features.key_features()} on {device.name}")
-    ranked = seeded_ranking(model.rank(features, space), seeds or (), nearby or ())
+    model_ranked = model.rank(features, space)
+    ranked = seeded_ranking(model_ranked, seeds or (), nearby or ())
     excluded, carried = _exclusions(exclude)
     if excluded:
         ranked = [cp for cp in ranked if _name(cp[0].as_dict()) not in excluded]
@@ -170,6 +176,7 @@ def tune(
         seconds=time.perf_counter() - start,
         failures=dict(Counter(t.status for t in failed)),
         other_kernels=_other_kernels(result, order) if result.measured else [],
+        model_picks=_model_picks(result, [c for c, _ in model_ranked if c in preds], order) if result.measured else [],
         failed=union_failed([*(FailedConfig.make(t.config.as_dict(), t.status, t.message) for t in failed),
                              *carried]),
     )
@@ -181,6 +188,16 @@ def _other_kernels(result, top) -> list[dict]:
     bests = other_kernel_bests([TimedConfig(t.config.as_dict(), t.time_us) for t in result.ranked()],
                                [TimedConfig(t.config.as_dict()) for t in top])
     return [b.to_json() for b in bests]
+
+
+def _model_picks(result, model_order: list, top) -> list[dict]:
+    """Of the model's first ``MODEL_PICKS`` configs (its own order, seeds aside), those the search
+    timed that ``top`` leaves out, at their search timings: what the model's favourites cost where
+    it was wrong (BENCHMARKS.md 9f)."""
+    timed = {t.config: t.time_us for t in result.trials if t.ok and t.time_us is not None}
+    shown = {t.config for t in top}
+    return [{"config": c.as_dict(), "time_us": timed[c]} for c in model_order[:MODEL_PICKS]
+            if c in timed and c not in shown]
 
 
 def _exclusions(exclude: Iterable | None) -> tuple[set[str], list[FailedConfig]]:
