@@ -10,6 +10,7 @@ reference before timing it, and prints per variant the geomean and the worst of 
 the entry's own config's.
 
     python3 scripts/probe_model_cap.py [--seconds 330] [--variants uncapped,cap0.2,...] [--dtype float32] [--out DIR]
+        [--compare OLD_DB_FILE]    # also an old fit's pick, timed in the same run (label 'compare')
 
 Writes ``variants.csv`` (one row per entry and variant) under ``--out`` (or $OUT).
 ``TRITON_INTERPRET=1 python3 scripts/probe_model_cap.py --smoke 2`` runs two entries on the CPU at
@@ -60,6 +61,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"),
                     help="the entries' dtype")
+    ap.add_argument("--compare", type=Path, default=None,
+                    help="a database file whose fitted coefficients pick too (label 'compare'): an old fit "
+                    "timed beside the current one")
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
     args = ap.parse_args(argv)
     variants = {label: variant(label) for label in args.variants.split(",")}
@@ -75,6 +79,11 @@ def main(argv=None) -> int:
 
     db = TuningDB.open("nvidia-h200") if args.smoke else open_db()  # the shipped file, read anywhere
     model = model_for(db, target_spec("nvidia-h200"))
+    compare = None
+    if args.compare is not None:
+        from stuning.tuning.model_check import open_file
+
+        compare = model_for(open_file(args.compare), target_spec("nvidia-h200"))
     fam = family("spmm")
     entries = {k: e for k, e in db.entries(include_stale=bool(args.smoke)).items()
                if e.measured and e.op == "spmm" and e.dtype == args.dtype}
@@ -92,6 +101,9 @@ def main(argv=None) -> int:
             for label, (offset, effect_cap) in variants.items():
                 cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP = offset, effect_cap
                 picks[label] = model.rank(features, space)[0][0]
+            cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP = LIBRARY_OFFSET, LIBRARY_CAP
+            if compare is not None:
+                picks["compare"] = compare.rank(features, space)[0][0]
             run, ref, _ = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
             objective = KernelObjective(Problem(None, features, run, ref, {}),
                                         timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
@@ -110,7 +122,7 @@ def main(argv=None) -> int:
     df.to_csv(out / "variants.csv", index=False)
     times = df.pivot_table(index="key", columns="label", values="us", aggfunc="first")
     table = []
-    for label in variants:
+    for label in [*variants, *(["compare"] if compare is not None else [])]:
         ratio = (times[label] / times["own"]).dropna()
         table.append({"variant": label, "entries": len(ratio), "geomean": math.exp(ratio.map(math.log).mean()),
                       "worst": ratio.max(), "over 1.5x": int((ratio > 1.5).sum())})

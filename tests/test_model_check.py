@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 from stuning.cli.main import main
 from stuning.db import DBEntry, TimedConfig, db_file_name
@@ -15,6 +16,7 @@ from stuning.tuning.model_check import HOLDOUT_EVERY, held_out, open_file, predi
 from stuning.tuning.registry import budget_of, family
 from stuning.tuning.session import key_for, local_environment, model_for, open_db, target_spec
 
+REPO = Path(__file__).resolve().parents[1]
 SHAPES = [(m, k) for m in (512, 768, 1024, 2048) for k in (512, 1024, 3072)]
 BIAS = 1.2  # the stored fit's error on every sliced-ELL config, in log time
 
@@ -102,3 +104,25 @@ def test_a_refit_sees_the_other_kernels_bests_beside_the_top_k():
     missed = dataclasses.replace(entry, model_picks=[TimedConfig(slow.as_dict(), 80.0)])
     trials = timed_trials({"k": missed})["spmm"]
     assert [(config, time_us) for _, config, time_us in trials] == [(csr, 9.0), (sell, 31.0), (slow, 80.0)]
+
+
+def test_record_model_picks_keeps_the_picks_that_ran_slower(db_dir, tmp_path):
+    """scripts/record_model_picks.py: a probe's picks slower than the entry's own config go into the
+    entry's model_picks; faster ones and unknown keys are skipped; nothing else in the file moves."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("record_model_picks", REPO / "scripts" / "record_model_picks.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    path, _ = _write_database(db_dir)
+    before = json.loads(path.read_text())["entries"]
+    key, entry = sorted(before.items())[0]
+    slow = {**entry["top_k"][-1]["config"], "num_warps": 8}
+    rows = [("own", entry["best"]["config"], 10.0), ("cap0.3", slow, 30.0), ("uncapped", entry["best"]["config"], 9.0)]
+    csv = tmp_path / "variants.csv"
+    csv.write_text("key,label,kernel,config,us\n" + "".join(
+        f'{k},{label},{c["kernel"]},"{c!r}",{us}\n' for k in (key, "spmm|float16|gone=1") for label, c, us in rows))
+    assert script.main([str(csv), str(path)]) == 0
+    after = json.loads(path.read_text())["entries"]
+    assert after[key]["model_picks"] == [{"config": slow, "time_us": 30.0}]
+    assert {k: {f: v for f, v in e.items() if f != "model_picks"} for k, e in after.items()} == before

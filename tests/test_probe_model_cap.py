@@ -18,11 +18,12 @@ REPO = Path(__file__).resolve().parents[1]
 def test_smoke_run_checks_each_variants_pick(tmp_path, dtype):
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "probe_model_cap.py"), "--smoke", "1", "--dtype", dtype,
-         "--variants", "uncapped,cap0.3", "--out", str(tmp_path)],
+         "--variants", "uncapped,cap0.3", "--out", str(tmp_path),
+         "--compare", str(REPO / "tuning_db" / "nvidia-h200.json")],
         capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     df = pd.read_csv(tmp_path / "variants.csv")
-    assert sorted(df["label"]) == ["cap0.3", "own", "uncapped"]
+    assert sorted(df["label"]) == ["cap0.3", "compare", "own", "uncapped"]
     assert df["key"].str.startswith(f"spmm|{dtype}|").all()
     assert df["us"].notna().all()  # NaN marks a pick that failed its check against the reference
