@@ -50,7 +50,7 @@ def sparse_layer(handle: str, x: torch.Tensor, weight: list[torch.Tensor], bias:
 @sparse_layer.register_fake
 def _sparse_layer_fake(handle, x, weight, bias):
     layer = LAYERS.get(handle, "stuning::sparse_layer")
-    refuse_export(type(layer).__name__)
+    refuse_export(type(layer).__name__, ", or export the model with dense layers")
     layer._check(x)
     return layer._empty_output(x)
 

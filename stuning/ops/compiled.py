@@ -27,14 +27,14 @@ def takes(matrix, config) -> bool:
     return isinstance(matrix, CompilableMatrix) and matrix._handle is not None and config is None
 
 
-def refuse_export(what: str) -> None:
+def refuse_export(what: str, hint: str = "") -> None:
     """Raise under ``torch.export``: the exported program would call back into this process's objects.
 
     Called from the operators' fakes, plain Python: a check in traced code broke Dynamo's graph on
     torch 2.11 (BENCHMARKS.md 9d)."""
     if getattr(torch.compiler, "is_exporting", lambda: False)():
         raise RuntimeError(f"{what}: torch.export is not supported: the exported program would call back into "
-                           "this process's sparse matrices and layers. Use torch.compile")
+                           f"this process's sparse matrices and layers. Use torch.compile{hint}")
 
 
 def warm_outside_graph_pools(warmed: set, inputs: tuple[torch.Tensor, ...], run: Callable[[], object]) -> None:
