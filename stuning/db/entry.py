@@ -245,13 +245,18 @@ def _united_tuner(winner: DBEntry, a: DBEntry, b: DBEntry) -> dict:
 
 def union_top_k(items, k: int = TOP_K) -> list:
     """Fastest first, one per config (its lowest time), at most ``k``; ties ordered by config."""
+    ordered = sorted(_fastest_per_config(items).items(), key=lambda kv: (kv[1].time_us, kv[0]))
+    return [item for _, item in ordered[:k]]
+
+
+def _fastest_per_config(items) -> dict:
+    """Each config's timed item at its lowest time, by the config's canonical JSON."""
     fastest: dict[str, TimedConfig] = {}
     for item in items:
         name = _canonical(item.config)
-        if name not in fastest or item.time_us < fastest[name].time_us:
+        if item.time_us is not None and (name not in fastest or item.time_us < fastest[name].time_us):
             fastest[name] = item
-    ordered = sorted(fastest.items(), key=lambda kv: (kv[1].time_us, kv[0]))
-    return [item for _, item in ordered[:k]]
+    return fastest
 
 
 def other_kernel_bests(items, top_k) -> list:
@@ -279,12 +284,7 @@ def top_and_other_kernels(items) -> tuple[list, list]:
 def kept_model_picks(items) -> list:
     """One per config (its lowest time), slowest first, at most ``MODEL_PICKS_KEPT``: the model's worst
     misses are what a refit most needs to see. Ties ordered by config, so merges are symmetric."""
-    fastest: dict[str, TimedConfig] = {}
-    for item in items:
-        name = _canonical(item.config)
-        if item.time_us is not None and (name not in fastest or item.time_us < fastest[name].time_us):
-            fastest[name] = item
-    ordered = sorted(fastest.items(), key=lambda kv: (-kv[1].time_us, kv[0]))
+    ordered = sorted(_fastest_per_config(items).items(), key=lambda kv: (-kv[1].time_us, kv[0]))
     return [item for _, item in ordered[:MODEL_PICKS_KEPT]]
 
 

@@ -1,4 +1,4 @@
-"""Integer handles for live objects: how a compiled graph names a Python object it cannot hold.
+"""Handles for live objects: how a compiled graph names a Python object it cannot hold.
 
 A ``torch.library`` custom operator takes tensors, numbers and strings only, so under
 ``torch.compile`` a sparse matrix (``stuning.ops.compiled``) or a sparse layer (``stuning.nn.compiled``)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from stuning.formats.handles import Handles
-from stuning.ops.compiled import refuse_export, warm_outside_graph_pools
+from stuning.ops.compiled import refuse_export, run_outside_graph_pools
 
 if TYPE_CHECKING:
     from stuning.nn.linear import SparseLayer
@@ -43,8 +43,7 @@ def sparse_layer(handle: str, x: torch.Tensor, weight: list[torch.Tensor], bias:
     """The layer ``handle``'s forward on ``x``; ``weight`` and ``bias`` are its buffers, passed so that the
     compiler sees them as inputs (the layer reads its own)."""
     layer = LAYERS.get(handle, "stuning::sparse_layer")
-    warm_outside_graph_pools(layer._warm_inputs, (x,), lambda: layer._eager_forward(x))
-    return layer._eager_forward(x)
+    return run_outside_graph_pools(layer._warm_inputs, (x,), lambda: layer._eager_forward(x))
 
 
 @sparse_layer.register_fake

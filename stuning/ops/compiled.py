@@ -37,8 +37,9 @@ def refuse_export(what: str, hint: str = "") -> None:
                            f"this process's sparse matrices and layers. Use torch.compile{hint}")
 
 
-def warm_outside_graph_pools(warmed: set, inputs: tuple[torch.Tensor, ...], run: Callable[[], object]) -> None:
-    """``run()`` once on a helper thread, the first time these inputs' shapes and strides come on this stream.
+def run_outside_graph_pools(warmed: set, inputs: tuple[torch.Tensor, ...], run: Callable[[], object]):
+    """``run()``, after running it once on a helper thread the first time these inputs' shapes and
+    strides come on this stream: what an operator's implementation does.
 
     CUDA-graph trees (``mode="reduce-overhead"``) run a function's first call in the graphs' private
     memory pool and then require every tensor alive in the pool to be one of its outputs. An op
@@ -52,11 +53,11 @@ def warm_outside_graph_pools(warmed: set, inputs: tuple[torch.Tensor, ...], run:
     """
     device = inputs[0].device
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
-        return
+        return run()
     stream = torch.cuda.current_stream(device)
     key = (*((tuple(t.shape), t.stride(), t.dtype) for t in inputs), device, stream.cuda_stream)
     if key in warmed:
-        return
+        return run()
 
     def warm():
         with torch.cuda.device(device), torch.cuda.stream(stream), torch.no_grad():
@@ -68,6 +69,7 @@ def warm_outside_graph_pools(warmed: set, inputs: tuple[torch.Tensor, ...], run:
     with ThreadPoolExecutor(max_workers=1) as helper:
         helper.submit(warm).result()
     warmed.add(key)
+    return run()
 
 
 def warmed_inputs(matrix: CompilableMatrix) -> set:

@@ -80,9 +80,8 @@ def _sddmm_operator(handle: str, mask_values: torch.Tensor, a: torch.Tensor, b: 
     """The values of ``stuning.sddmm`` with the mask ``handle`` names; the mask's values come in so
     that the compiler sees them read (``beta`` reads them)."""
     mask = MATRICES.get(handle, "stuning::sddmm")
-    compiled.warm_outside_graph_pools(compiled.warmed_inputs(mask), (a, b),
-                                      lambda: _eager_sddmm(mask, a, b, alpha=alpha, beta=beta, config=None))
-    return _eager_sddmm(mask, a, b, alpha=alpha, beta=beta, config=None).values
+    return compiled.run_outside_graph_pools(compiled.warmed_inputs(mask), (a, b), lambda: _eager_sddmm(
+        mask, a, b, alpha=alpha, beta=beta, config=None).values)
 
 
 @_sddmm_operator.register_fake

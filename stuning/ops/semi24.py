@@ -72,9 +72,8 @@ def _semi24_operator(handle: str, values: torch.Tensor, masks: torch.Tensor, x: 
     """``stuning.semi24_mm`` on the matrix ``handle`` names; its tensors come in so that the compiler
     sees them read."""
     w = MATRICES.get(handle, "stuning::semi24_mm")
-    compiled.warm_outside_graph_pools(compiled.warmed_inputs(w), (x,),
-                                      lambda: _eager_semi24_mm(w, x, config=None, out=None, bias=bias))
-    return _eager_semi24_mm(w, x, config=None, out=None, bias=bias)
+    return compiled.run_outside_graph_pools(compiled.warmed_inputs(w), (x,),
+                                            lambda: _eager_semi24_mm(w, x, config=None, out=None, bias=bias))
 
 
 @_semi24_operator.register_fake

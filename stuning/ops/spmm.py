@@ -72,9 +72,8 @@ def _spmm_operator(handle: str, values: torch.Tensor, b: torch.Tensor, bias: tor
     """``stuning.spmm`` on the matrix ``handle`` names; its ``values`` come in so that the compiler sees
     them read."""
     a = MATRICES.get(handle, "stuning::spmm")
-    compiled.warm_outside_graph_pools(compiled.warmed_inputs(a), (b,),
-                                      lambda: _eager_spmm(a, b, config=None, out=None, bias=bias))
-    return _eager_spmm(a, b, config=None, out=None, bias=bias)
+    return compiled.run_outside_graph_pools(compiled.warmed_inputs(a), (b,),
+                                            lambda: _eager_spmm(a, b, config=None, out=None, bias=bias))
 
 
 @_spmm_operator.register_fake

@@ -194,7 +194,7 @@ def _model_picks(result, model_order: list, top) -> list[dict]:
     """Of the model's first ``MODEL_PICKS`` configs (its own order, seeds aside), those the search
     timed that ``top`` leaves out, at their search timings: what the model's favourites cost where
     it was wrong (BENCHMARKS.md 9f)."""
-    timed = {t.config: t.time_us for t in result.trials if t.ok and t.time_us is not None}
+    timed = {t.config: t.time_us for t in result.trials if t.ok}
     shown = {t.config for t in top}
     return [{"config": c.as_dict(), "time_us": timed[c]} for c in model_order[:MODEL_PICKS]
             if c in timed and c not in shown]
