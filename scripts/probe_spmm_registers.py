@@ -2,9 +2,10 @@
 
 The cost model's fp32 picks over whole SpMM spaces ran up to 7x the tuned configs (BENCHMARKS.md
 9f): sliced ELL with 16-32 rows and 8-wide steps, which the analytic terms predict as fast as the
-tuned 2-row, 32-wide ones. The fp16 picks of those shapes miss far less. One suspect is registers:
+tuned 2-row, 32-wide ones. The fp16 picks of those shapes miss far less. One suspect was registers:
 the model counts a gathered tile and an accumulator of its shape per thread whatever the dtype, and
-ptxas spills to local memory past 255. This takes the worst misses of a ``probe_model_cap.py`` run
+ptxas spills to local memory past 255 (BENCHMARKS.md 9g: none of them spilled, and the same configs
+ran as slowly in fp16; the fp16 model did not pick them). This takes the worst misses of a ``probe_model_cap.py`` run
 (its ``variants.csv``), rebuilds each problem in its dtype and in the other width (fp32 <-> fp16),
 times every config the run timed there, and reads each compiled kernel's registers and spills.
 
