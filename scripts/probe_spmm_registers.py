@@ -5,9 +5,10 @@ The cost model's fp32 picks over whole SpMM spaces ran up to 7x the tuned config
 tuned 2-row, 32-wide ones. The fp16 picks of those shapes miss far less. One suspect was registers:
 the model counts a gathered tile and an accumulator of its shape per thread whatever the dtype, and
 ptxas spills to local memory past 255 (BENCHMARKS.md 9g: none of them spilled, and the same configs
-ran as slowly in fp16; the fp16 model did not pick them). This takes the worst misses of a ``probe_model_cap.py`` run
-(its ``variants.csv``), rebuilds each problem in its dtype and in the other width (fp32 <-> fp16),
-times every config the run timed there, and reads each compiled kernel's registers and spills.
+ran as slowly in fp16; the fp16 model did not pick them). This takes the worst misses of a
+``probe_model_cap.py`` run (its ``variants.csv``), rebuilds each problem in its dtype and in the
+other width (fp32 <-> fp16), times every config the run timed there, and reads each compiled
+kernel's registers and spills.
 
     python3 scripts/probe_spmm_registers.py VARIANTS_CSV [--worst 8] [--out DIR]
 
@@ -69,6 +70,9 @@ def main(argv=None) -> int:
     entries = TuningDB.open("nvidia-h200").entries(include_stale=True)
     fam = family("spmm")
     rows = []
+    # A config's kernel compiles once per dtype: a later problem (or a label repeating a config) finds
+    # it in Triton's cache, so its registers are those read when it was compiled.
+    stats: dict[tuple[str, str], tuple] = {}
     for i, key in enumerate(worst_keys(df, args.worst)):
         entry = entries[key]
         configs = {r.label: fam.config_from_dict(ast.literal_eval(r.config)) for r in df[df.key == key].itertuples()}
@@ -82,7 +86,9 @@ def main(argv=None) -> int:
                 before = compiled_kernels()
                 us = time_once(objective, timed, config, f"{key} {dtype} {label}")
                 new = [v for k, v in compiled_kernels().items() if k not in before]
-                name, regs, spills = new[0] if new else ("(cached)", math.nan, math.nan)
+                if new:
+                    stats[dtype, repr(config)] = new[0]
+                name, regs, spills = stats.get((dtype, repr(config)), ("(not compiled)", math.nan, math.nan))
                 rows.append({"key": key, "dtype": dtype, "label": label, "kernel": config.kernel,
                              "rows": config.rows, "step": config.nnz_step, "block_n": config.block_n,
                              "warps": config.num_warps, "vec": config.vec, "prefetch": config.prefetch,
