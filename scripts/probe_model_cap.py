@@ -11,6 +11,12 @@ the entry's own config's.
 
     python3 scripts/probe_model_cap.py [--seconds 330] [--variants uncapped,cap0.2,...] [--dtype float32] [--out DIR]
         [--compare OLD_DB_FILE]    # also an old fit's pick, timed in the same run (label 'compare')
+        [--picks PICKS_CSV]        # also the picks a --write-picks run wrote (label 'picks')
+    python3 scripts/probe_model_cap.py --write-picks PICKS_CSV [--db DB_FILE] [--dtype ...]   # no GPU
+
+``--compare`` ranks with an old fit but today's cost terms; where the terms changed, an old
+checkout's own picks come from ``--write-picks`` run on that checkout (``PYTHONPATH=OLD_TREE``), which
+ranks each entry's space and writes its pick untimed.
 
 Writes ``variants.csv`` (one row per entry and variant) under ``--out`` (or $OUT).
 ``TRITON_INTERPRET=1 python3 scripts/probe_model_cap.py --smoke 2`` runs two entries on the CPU at
@@ -20,6 +26,7 @@ toy sizes, untimed, to check the script.
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import os
 import random
@@ -64,29 +71,42 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", type=Path, default=None,
                     help="a database file whose fitted coefficients pick too (label 'compare'): an old fit "
                     "timed beside the current one")
+    ap.add_argument("--picks", type=Path, default=None,
+                    help="a CSV of key,config that --write-picks wrote: those picks are timed too (label 'picks')")
+    ap.add_argument("--write-picks", type=Path, default=None,
+                    help="write the library's pick of every entry (key,config) to this CSV, untimed, and stop")
+    ap.add_argument("--db", type=Path, default=None, help="the database file to read (default: the shipped one)")
     ap.add_argument("--smoke", type=int, default=0, help="this many entries, toy sizes, on the CPU, untimed")
     args = ap.parse_args(argv)
     variants = {label: variant(label) for label in args.variants.split(",")}
-    if not torch.cuda.is_available() and not args.smoke:
+    if not torch.cuda.is_available() and not args.smoke and args.write_picks is None:
         print("probe_model_cap.py: no CUDA device (it times configs)")
         return 0
     from stuning.db import TuningDB
     from stuning.tuning.features import ProblemFeatures
+    from stuning.tuning.model_check import open_file
     from stuning.tuning.objective import KernelObjective
     from stuning.tuning.problems import Problem
     from stuning.tuning.registry import family
     from stuning.tuning.session import model_for, open_db, target_spec
 
-    db = TuningDB.open("nvidia-h200") if args.smoke else open_db()  # the shipped file, read anywhere
+    if args.db is not None:
+        db = open_file(args.db)
+    else:
+        db = TuningDB.open("nvidia-h200") if args.smoke else open_db()  # the shipped file, read anywhere
     model = model_for(db, target_spec("nvidia-h200"))
     compare = None
     if args.compare is not None:
-        from stuning.tuning.model_check import open_file
-
         compare = model_for(open_file(args.compare), target_spec("nvidia-h200"))
     fam = family("spmm")
     entries = {k: e for k, e in db.entries(include_stale=bool(args.smoke)).items()
                if e.measured and e.op == "spmm" and e.dtype == args.dtype}
+    if args.write_picks is not None:
+        return write_picks(args.write_picks, model, fam, entries)
+    given = {}
+    if args.picks is not None:
+        given = {row.key: fam.config_from_dict(ast.literal_eval(row.config))
+                 for row in pd.read_csv(args.picks).itertuples()}
     order = sorted(entries)
     random.Random(0).shuffle(order)
     order = order[: args.smoke] if args.smoke else order
@@ -104,6 +124,8 @@ def main(argv=None) -> int:
             cost_base.Coefficients.effect_offset, cost_base.EFFECT_CAP = LIBRARY_OFFSET, LIBRARY_CAP
             if compare is not None:
                 picks["compare"] = compare.rank(features, space)[0][0]
+            if key in given:
+                picks["picks"] = given[key]
             run, ref, _ = rebuild("spmm", entry.features, entry.dtype, seed=i, device=device, cap=cap)
             objective = KernelObjective(Problem(None, features, run, ref, {}),
                                         timer=(lambda fn: (fn(), 1.0)[1]) if args.smoke else None)
@@ -122,11 +144,23 @@ def main(argv=None) -> int:
     df.to_csv(out / "variants.csv", index=False)
     times = df.pivot_table(index="key", columns="label", values="us", aggfunc="first")
     table = []
-    for label in [*variants, *(["compare"] if compare is not None else [])]:
+    for label in [*variants, *(["compare"] if compare is not None else []), *(["picks"] if given else [])]:
         ratio = (times[label] / times["own"]).dropna()
         table.append({"variant": label, "entries": len(ratio), "geomean": math.exp(ratio.map(math.log).mean()),
                       "worst": ratio.max(), "over 1.5x": int((ratio > 1.5).sum())})
     print(pd.DataFrame(table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+def write_picks(path: Path, model, fam, entries) -> int:
+    from stuning.tuning.features import ProblemFeatures
+
+    rows = []
+    for key in sorted(entries):
+        features = ProblemFeatures("spmm", entries[key].dtype, dict(entries[key].features))
+        rows.append({"key": key, "config": model.rank(features, fam.space(features))[0][0].as_dict()})
+    pd.DataFrame(rows, columns=["key", "config"]).to_csv(path, index=False)
+    print(f"probe_model_cap.py: {len(rows)} picks written to {path}")
     return 0
 
 

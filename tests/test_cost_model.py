@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 from stuning.kernels.semi24 import shared_memory_bytes
+from stuning.kernels.spmm import SpMMConfig
 
 from stuning.tuning.cost_model import Coefficients, CostModel, fit_coefficients
 from stuning.tuning.device import DEVICES, spec_for
@@ -251,9 +252,11 @@ def test_sell_terms_see_padding_sorting_and_narrow_indices():
     sell = family("spmm").default(_features("spmm"))
     sell = dataclasses.replace(sell, kernel="sell", rows=32, nnz_step=8, block_n=16, vec=4, num_warps=4)
     skewed = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16", row_cv=0.5)
-    on = model.predict_us(skewed, dataclasses.replace(sell, swizzle=True))
-    off = model.predict_us(skewed, dataclasses.replace(sell, swizzle=False))
-    assert on < off  # unsorted slices of skewed rows are mostly padding
+    on = model.terms(skewed, dataclasses.replace(sell, swizzle=True))
+    off = model.terms(skewed, dataclasses.replace(sell, swizzle=False))
+    # Unsorted slices of skewed rows are mostly padding (both walk the longest row whole: 32-row
+    # slices are not cut, test_the_longest_row_is_a_chain_of_its_own).
+    assert on.mem_us < off.mem_us and on.chain_us == off.chain_us
     # Even rows: no imbalance for either kernel, and SELL's 2-byte indices read less than CSR's 4.
     even = synthetic_spmm_features(4096, 4096, 16, 0.1, "float16", row_cv=0.0)
     t_sell = model.terms(even, sell)
@@ -262,6 +265,23 @@ def test_sell_terms_see_padding_sorting_and_narrow_indices():
     wide_k = synthetic_spmm_features(4096, 40000, 16, 0.01024, "float16")  # same nnz, K past int16
     narrow_k = synthetic_spmm_features(4096, 32000, 16, 0.0128, "float16")
     assert model.terms(wide_k, sell).mem_us > model.terms(narrow_k, sell).mem_us
+
+
+def test_the_longest_row_is_a_chain_of_its_own():
+    """One program holds the longest row whole (its steps in a row, however many programs run beside
+    it) unless sorted slices of up to CUT_MAX_SLICE_ROWS rows cut it into pieces."""
+    model = CostModel(H100)
+    skewed = synthetic_spmm_features(11008, 4096, 16, 0.2, "float32", row_cv=0.6)
+    even = synthetic_spmm_features(11008, 4096, 16, 0.2, "float32", row_cv=0.0)
+    assert skewed["row_max"] > 2.5 * skewed["row_mean"]
+    sell = SpMMConfig(kernel="sell", rows=16, nnz_step=8, block_n=16, vec=4, num_warps=4, swizzle=True)
+    whole = model.terms(skewed, sell)
+    assert whole.chain_us >= math.ceil(skewed["row_max"] / 8) * H100.mem_latency_us
+    assert model.terms(even, sell).chain_us < whole.chain_us / 2  # as many nonzeros, no long row
+    cut = model.terms(skewed, dataclasses.replace(sell, rows=8))
+    assert cut.chain_us < whole.chain_us / 2
+    csr = model.terms(skewed, dataclasses.replace(sell, kernel="csr"))
+    assert csr.chain_us >= whole.chain_us  # CSR never cuts rows
 
 
 def test_model_ranks_both_spmm_kernels():

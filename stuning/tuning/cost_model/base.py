@@ -85,13 +85,14 @@ def memory_us(dram_bytes: float, l2_bytes: float, device: DeviceSpec) -> float:
 
 
 def cuda_core_terms(*, dram: float, l2: float, flops: float, imbalance: float, programs: int, threads: int,
-                    regs: int, device: DeviceSpec, steps: float = 0.0) -> CostTerms:
+                    regs: int, device: DeviceSpec, steps: float = 0.0, longest_steps: float = 0.0) -> CostTerms:
     """Terms of a gather kernel on CUDA cores (SpMM, SDDMM): fp32 FMAs, no shared memory, and
-    enough loads in flight only from half occupancy up. ``steps``: the dependent load steps of
-    one program (its longest), which make the serial chain."""
+    enough loads in flight only from half occupancy up. ``steps``: the dependent load steps of a
+    program of the typical length, which make the serial chain over the waves; ``longest_steps``:
+    those of the longest program, a chain of its own however many programs run beside it."""
     launch = launch_shape(programs, threads, regs, 0, device)
     return CostTerms(
-        chain_us=chain_us(steps, launch, device),
+        chain_us=max(chain_us(steps, launch, device), longest_steps * device.mem_latency_us),
         mem_us=memory_us(dram, l2, device),
         compute_us=flops / (device.fp32_tflops * 1e6),
         imbalance=imbalance,

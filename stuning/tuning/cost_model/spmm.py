@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from stuning.formats.sell import CUT_SLACK, SlicedELLMatrix
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels.spmm import SpMMConfig
 from stuning.tuning.cost_model.base import (
@@ -168,4 +169,18 @@ def _gather_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec, *, dr
         # Each step gathers rows of B by the indices it has just loaded: with few programs (short
         # M, decode N) that chain, not bandwidth, sets the time, and longer steps shorten it.
         steps=padded_length(f, cfg) / cfg.nnz_step,
+        longest_steps=longest_length(f, cfg) / cfg.nnz_step,
     )
+
+
+def longest_length(f: ProblemFeatures, cfg: SpMMConfig) -> float:
+    """What the longest program walks per row, in whole steps: the longest row, which one program
+    holds whole (sorted, it starts first; unsorted, its program is as long), except where sorted
+    slices cut it into pieces of a fair share (``SlicedELLMatrix.cuts_rows``). With skewed rows
+    (cv 0.4, the longest 4.7x the mean) that program alone set the time of 16-row sorted slices in
+    8-wide steps: 11008 x 4096 at N = 16, 79% zeros, fp32 ran 250 us, 482 steps at about one memory
+    latency each, where 2-row cut slices in 32-wide steps ran 62 (BENCHMARKS.md 9h)."""
+    longest = f["row_max"]
+    if cfg.kernel == "sell" and SlicedELLMatrix.cuts_rows(cfg.rows, cfg.swizzle):
+        longest = min(longest, max(CUT_SLACK * f["row_mean"], longest / cfg.rows))
+    return math.ceil(longest / cfg.nnz_step) * cfg.nnz_step
