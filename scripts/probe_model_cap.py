@@ -153,12 +153,20 @@ def main(argv=None) -> int:
 
 
 def write_picks(path: Path, model, fam, entries) -> int:
-    from stuning.tuning.features import ProblemFeatures
+    import stuning.kernels.spmm_scatter as scatter_kernel
 
+    from stuning.tuning.features import ProblemFeatures
+    from stuning.tuning.registry import budget_of
+    from stuning.tuning.session import target_spec
+
+    # The H200's space wherever this runs: the scatter kernel is listed even where this Triton lacks
+    # its Gluon API (nothing is launched here; the GPU's image has it).
+    budget = budget_of(target_spec("nvidia-h200"))
+    scatter_kernel.available = lambda: True
     rows = []
     for key in sorted(entries):
         features = ProblemFeatures("spmm", entries[key].dtype, dict(entries[key].features))
-        rows.append({"key": key, "config": model.rank(features, fam.space(features))[0][0].as_dict()})
+        rows.append({"key": key, "config": model.rank(features, fam.space(features, budget))[0][0].as_dict()})
     pd.DataFrame(rows, columns=["key", "config"]).to_csv(path, index=False)
     print(f"probe_model_cap.py: {len(rows)} picks written to {path}")
     return 0
