@@ -197,6 +197,13 @@ class SlicedELLMatrix(StoredValues):
         )
 
 
+def cut_share(mean_row: float, longest_row: int, slice_rows: int, step: int) -> int:
+    """The longest a cut slicing lets a slot be: rows longer than this are cut into pieces of about
+    equal length (CUT_SLACK x the mean row, or the longest row over the slice's rows, whole steps)."""
+    share = math.ceil(max(CUT_SLACK * mean_row, longest_row / slice_rows))
+    return -(-share // step) * step
+
+
 def _slots(lengths: torch.Tensor, order: torch.Tensor, s: int, step: int, cut: bool
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The slots of a slicing (a multiple of ``s``): each slot's row (-1: padding), the offset of its
@@ -208,8 +215,7 @@ def _slots(lengths: torch.Tensor, order: torch.Tensor, s: int, step: int, cut: b
     ordered = lengths[order] if m else lengths[:0]
     pieces = torch.ones_like(ordered)
     if cut and m and int(ordered.max()) > 0:
-        share = math.ceil(max(CUT_SLACK * float(ordered.float().mean()), float(ordered.max()) / s))
-        share = -(-share // step) * step
+        share = cut_share(float(ordered.float().mean()), int(ordered.max()), s, step)
         pieces = (ordered + share - 1).div(share, rounding_mode="floor").clamp(min=1)
     if not m or int(pieces.max()) == 1:
         slots = -(-m // s) * s

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from stuning.formats.sell import CUT_SLACK, SlicedELLMatrix
+from stuning.formats.sell import SlicedELLMatrix, cut_share
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels.spmm import SpMMConfig
 from stuning.tuning.cost_model.base import (
@@ -180,7 +180,7 @@ def longest_length(f: ProblemFeatures, cfg: SpMMConfig) -> float:
     (cv 0.4, the longest 4.7x the mean) that program alone set the time of 16-row sorted slices in
     8-wide steps: 11008 x 4096 at N = 16, 79% zeros, fp32 ran 250 us, 482 steps at about one memory
     latency each, where 2-row cut slices in 32-wide steps ran 62 (BENCHMARKS.md 9h)."""
-    longest = f["row_max"]
+    longest = math.ceil(f["row_max"] / cfg.nnz_step) * cfg.nnz_step
     if cfg.kernel == "sell" and SlicedELLMatrix.cuts_rows(cfg.rows, cfg.swizzle):
-        longest = min(longest, max(CUT_SLACK * f["row_mean"], longest / cfg.rows))
-    return math.ceil(longest / cfg.nnz_step) * cfg.nnz_step
+        return min(longest, cut_share(f["row_mean"], f["row_max"], cfg.rows, cfg.nnz_step))
+    return longest
