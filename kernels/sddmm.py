@@ -143,6 +143,15 @@ class SDDMMProblem:
     dtype: torch.dtype
 
 
+def check_dtypes(a: torch.Tensor, b: torch.Tensor, mask_values: torch.Tensor) -> None:
+    """Raise unless A is a supported dtype and B and the mask's values are the same one (also what
+    the compiled operator's fake checks, so a bad input fails while tracing as it would eagerly)."""
+    if a.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"sddmm: dtype {a.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
+    if b.dtype != a.dtype or mask_values.dtype != a.dtype:
+        raise TypeError(f"sddmm: A is {a.dtype}, B is {b.dtype}, mask is {mask_values.dtype}; they must match")
+
+
 def sddmm(
     row_ids: torch.Tensor,
     col: torch.Tensor,
@@ -169,10 +178,7 @@ def sddmm(
         raise ValueError(f"sddmm: A and B must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"sddmm: inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
-    if a.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"sddmm: dtype {a.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
-    if b.dtype != a.dtype or mask_values.dtype != a.dtype:
-        raise TypeError(f"sddmm: A is {a.dtype}, B is {b.dtype}, mask is {mask_values.dtype}; they must match")
+    check_dtypes(a, b, mask_values)
     if not (a.device == b.device == mask_values.device):
         raise ValueError(f"sddmm: A on {a.device}, B on {b.device}, mask on {mask_values.device}")
     check_device(a.device, "sddmm input")

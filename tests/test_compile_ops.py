@@ -152,6 +152,8 @@ def test_bad_input_fails_while_compiling_as_in_eager(gen):
         (lambda: stuning.sddmm(mask, torch.randn(16, 8), torch.randn(8, 11)), ValueError, "B 12 columns"),
         (lambda: stuning.sddmm(mask, torch.randn(16, 8), torch.randn(8, 12), alpha=float("inf")), ValueError,
          "alpha must be finite"),
+        (lambda: stuning.sddmm(mask, torch.randn(16, 8), torch.randn(8, 12, dtype=torch.float64)), TypeError,
+         "B is torch.float64.*they must match"),
         (lambda: stuning.semi24_mm(w, torch.randn(20, 4, dtype=torch.float16)), ValueError, "X has 20 rows"),
     ]
     for fn, error, message in cases:

@@ -88,6 +88,5 @@ def _sddmm_operator(handle: str, mask_values: torch.Tensor, a: torch.Tensor, b: 
 def _sddmm_fake(handle, mask_values, a, b, alpha, beta):
     compiled.refuse_export("stuning.sddmm")
     mask, a, b = _checked(MATRICES.get(handle, "stuning::sddmm"), a, b, alpha, beta)
-    if b.dtype != a.dtype or mask_values.dtype != a.dtype:
-        raise TypeError(f"sddmm: A is {a.dtype}, B is {b.dtype}, mask is {mask_values.dtype}; they must match")
+    sddmm_kernel.check_dtypes(a, b, mask_values)
     return a.new_empty(mask.nnz)
