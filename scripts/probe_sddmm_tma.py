@@ -20,6 +20,7 @@ mask, fp16, A and B K-contiguous as Q @ K^T): the dense cuBLAS product, the libr
 config is checked against float64 first; timings are CUDA-graph replays behind an L2 flush.
 
     python3 scripts/probe_sddmm_tma.py        # $OUT/sddmm_tma_probe.json, a table last (GPU only)
+    PROBE_PARTS=1 python3 scripts/probe_sddmm_tma.py   # where a tile's time goes ($OUT/sddmm_tma_parts.json)
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def _sddmm_tma_kernel(
     count,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, CHUNK: tl.constexpr,
     STAGES: tl.constexpr,
+    PART: tl.constexpr = 0,  # 0: the kernel; 1-3: parts of it alone, for PROBE_PARTS (results unchecked)
 ):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -62,13 +64,25 @@ def _sddmm_tma_kernel(
         offs = t * CHUNK + tl.arange(0, CHUNK)  # entries fit int32 (output_tiles checks)
         dest = tl.load(dest_ptr + offs)
         pos = tl.load(local_ptr + offs).to(tl.int32)
-        a = a_desc.load([tm * BLOCK_M, 0])
-        bt = bt_desc.load([tn * BLOCK_N, 0])
-        acc = tl.dot(a, tl.trans(bt))
-        blocks = tl.permute(tl.reshape(acc.to(out_ptr.dtype.element_ty), (BLOCK_M // 8, 8, BLOCK_N // 8, 8)),
-                            (0, 2, 1, 3))
-        flat = tl.reshape(blocks, (BLOCK_M * BLOCK_N,))
-        tl.store(out_ptr + dest, tl.gather(flat, pos, 0), mask=dest >= 0)
+        if PART == 3:
+            # No product: the pick alone, from a tile the program makes up (still staged in shared memory).
+            flat = (tl.arange(0, BLOCK_M * BLOCK_N) + t).to(out_ptr.dtype.element_ty)
+        else:
+            a = a_desc.load([tm * BLOCK_M, 0])
+            bt = bt_desc.load([tn * BLOCK_N, 0])
+            acc = tl.dot(a, tl.trans(bt))
+            blocks = tl.permute(tl.reshape(acc.to(out_ptr.dtype.element_ty), (BLOCK_M // 8, 8, BLOCK_N // 8, 8)),
+                                (0, 2, 1, 3))
+            flat = tl.reshape(blocks, (BLOCK_M * BLOCK_N,))
+        if PART == 1:
+            # The product alone: one value a tile leaves the program, so the product is not dead code.
+            tl.store(out_ptr + t, tl.sum(flat.to(tl.float32), 0).to(out_ptr.dtype.element_ty))
+        elif PART == 2:
+            # The product and the gather, no scattered stores: one sum a tile.
+            picked = tl.gather(flat, pos, 0).to(tl.float32)
+            tl.store(out_ptr + t, tl.sum(tl.where(dest >= 0, picked, 0.0), 0).to(out_ptr.dtype.element_ty))
+        else:
+            tl.store(out_ptr + dest, tl.gather(flat, pos, 0), mask=dest >= 0)
 
 
 def one_chunk(mask, bm: int, bn: int) -> int:
@@ -80,7 +94,7 @@ def one_chunk(mask, bm: int, bn: int) -> int:
     return max(32, triton.next_power_of_2(int(counts.max())))
 
 
-def tma_sddmm(tiles, a, b, warps: int, stages: int, programs: int):
+def tma_sddmm(tiles, a, b, warps: int, stages: int, programs: int, part: int = 0):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     k = a.shape[1]
@@ -88,14 +102,14 @@ def tma_sddmm(tiles, a, b, warps: int, stages: int, programs: int):
     assert a.stride(1) == 1 and bt.stride(1) == 1, "the probe reads K-contiguous A and B"
     a_desc = TensorDescriptor.from_tensor(a, [tiles.block_m, k])
     bt_desc = TensorDescriptor.from_tensor(bt, [tiles.block_n, k])
-    out = torch.empty(int((tiles.dest >= 0).sum()), dtype=a.dtype, device=a.device)
+    out = torch.empty(max(int((tiles.dest >= 0).sum()), tiles.count), dtype=a.dtype, device=a.device)
     grid = (tiles.count if programs == 0 else min(programs, tiles.count),)
 
     def run():
         _sddmm_tma_kernel[grid](
             tiles.tile_m, tiles.tile_n, tiles.local, tiles.dest, a_desc, bt_desc, out, tiles.count,
             BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_K=k, CHUNK=tiles.chunk, STAGES=stages,
-            num_warps=warps, num_stages=stages)
+            PART=part, num_warps=warps, num_stages=stages)
         return out
 
     return run
@@ -122,7 +136,39 @@ def checked_time(fn, ref) -> dict:
         return {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}"}
 
 
+def parts_main() -> int:
+    """``PROBE_PARTS=1``: where a tile's time goes. For each problem and tile in PROBE_TILES (8 warps,
+    2 stages, a program a tile, and 2 per SM), the TMA kernel whole, then its product alone, the
+    product and the gather, and the pick alone; the library kernel's best as the yardstick."""
+    from stuning.formats.tiles import output_tiles
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for p in attention_problems(LS, KS, SPARSITIES, "cuda", seconds=SECONDS):
+        row = sddmm_baseline_row(p, False)
+        for (bm, bn), programs in itertools.product(TILES, (0, 2 * sms)):
+            chunk = one_chunk(p.mask, bm, bn)
+            tiles = output_tiles(p.mask, bm, bn, chunk)
+            whole = checked_time(tma_sddmm(tiles, p.a, p.b, 8, 2, programs), p.ref)
+            times = [whole.get("us", float("nan"))]
+            times += [probe_time_us(tma_sddmm(tiles, p.a, p.b, 8, 2, programs, part), False) for part in (1, 2, 3)]
+            row[f"{bm}x{bn}/{programs}"] = {"whole": times[0], "product": times[1], "product+gather": times[2],
+                                            "pick": times[3], "error": whole.get("error")}
+            print(f"L={p.length} K={p.k} {p.sparsity} tile {bm}x{bn} programs {programs or 'a tile each'}: dense "
+                  f"{row['dense_us']:.2f} auto {row['auto_us']:.2f} | whole {times[0]:.2f} product {times[1]:.2f} "
+                  f"product+gather {times[2]:.2f} pick alone {times[3]:.2f}", flush=True)
+        rows.append(row)
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "sddmm_tma_parts.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
 def main() -> int:
+    if os.environ.get("PROBE_PARTS", "0") != "0":
+        return parts_main()
     from stuning.formats.tiles import output_tiles
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
