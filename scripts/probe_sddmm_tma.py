@@ -44,6 +44,8 @@ TILES = [tuple(int(x) for x in v.split("x"))
          for v in os.environ.get("PROBE_TILES", "64x128,128x64,128x128,64x256,128x256").split(",")]
 FACTORS = [int(v) for v in os.environ.get("PROBE_FACTORS", "1,2,3,4,0").split(",")]  # 0: a program a tile
 SECONDS = float(os.environ.get("PROBE_SECONDS", "420"))
+KINDS = os.environ.get("PROBE_KINDS", "lib,tma").split(",")
+RUNS = [int(v) for v in os.environ.get("PROBE_RUNS", "1,4").split(",")]  # the library kernel's runs of tiles
 
 
 @triton.jit
@@ -184,12 +186,12 @@ def main() -> int:
             for warps in (4, 8):
                 if bm * bn // (32 * warps) > 128:
                     continue  # the accumulator would spill
-                for run_len in (1, 4):
+                for run_len in RUNS if "lib" in KINDS else ():
                     if run_len > 1 and tiles.count < run_len * sms:
                         continue
                     cfg = {"kernel": "lib", "tile": f"{bm}x{bn}", "chunk": chunk, "warps": warps, "run": run_len}
                     trials.append(cfg | checked_time(lib_sddmm(tiles, p.mask, p.a, p.b, warps, run_len), p.ref))
-                for stages, factor in itertools.product((1, 2, 3), FACTORS):
+                for stages, factor in itertools.product((1, 2, 3) if "tma" in KINDS else (), FACTORS):
                     smem = (stages + 1) * (bm + bn) * p.k * 2 + bm * bn * 2
                     if smem > 227 * 1024:
                         continue
