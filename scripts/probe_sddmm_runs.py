@@ -24,7 +24,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_harness import attention_problems, sddmm_baseline_row  # noqa: E402
+from probe_harness import attention_problems, sddmm_baseline_row, write_results  # noqa: E402
 from probe_spmm_latency import SMOKE, timer  # noqa: E402
 
 L = 64 if SMOKE else int(os.environ.get("PROBE_L", "4096"))
@@ -83,11 +83,7 @@ def main() -> int:
         rows_out.append(row)
         print(json.dumps({k_: v for k_, v in row.items() if k_ != "configs"}), flush=True)
 
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "sddmm_runs_probe.json"), "w") as f:
-            json.dump(rows_out, f, indent=1)
+    write_results(rows_out, "sddmm_runs_probe.json")
     nan = float("nan")
     names = [f"run{run}" for run in RUNS]
     print(f"{'L':>5} {'K':>4} {'sparsity':>8} {'dense':>7} {'auto':>7} " + " ".join(f"{n[:9]:>9}" for n in names)

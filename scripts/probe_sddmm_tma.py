@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_harness import attention_problems, probe_time_us, sddmm_baseline_row  # noqa: E402
+from probe_harness import attention_problems, probe_time_us, sddmm_baseline_row, write_results  # noqa: E402
 
 LS = [int(v) for v in os.environ.get("PROBE_LS", "4096").split(",")]
 KS = [int(v) for v in os.environ.get("PROBE_KS", "64,128").split(",")]
@@ -160,11 +160,7 @@ def parts_main() -> int:
                   f"{row['dense_us']:.2f} auto {row['auto_us']:.2f} | whole {times[0]:.2f} product {times[1]:.2f} "
                   f"product+gather {times[2]:.2f} pick alone {times[3]:.2f}", flush=True)
         rows.append(row)
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "sddmm_tma_parts.json"), "w") as f:
-            json.dump(rows, f, indent=1)
+    write_results(rows, "sddmm_tma_parts.json")
     return 0
 
 
@@ -208,11 +204,7 @@ def main() -> int:
         rows_out.append(row)
         print(json.dumps({k_: v for k_, v in row.items() if k_ != "trials"}), flush=True)
 
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "sddmm_tma_probe.json"), "w") as f:
-            json.dump(rows_out, f, indent=1)
+    write_results(rows_out, "sddmm_tma_probe.json")
     nan = float("nan")
     print(f"{'L':>5} {'K':>4} {'zeros':>5} {'dense':>7} {'auto':>7} {'lib':>7} {'tma':>7}"
           "  dense/auto dense/lib dense/tma")

@@ -29,6 +29,7 @@ import os
 
 import torch
 import torch.nn.functional as F
+from probe_harness import write_results
 from probe_spmm_latency import timer  # graph replays behind an L2 flush, as the tuner times (scripts/ is on the path)
 
 SMOKE = os.environ.get("PROBE_SMOKE", "0") != "0"
@@ -96,11 +97,7 @@ def main() -> int:
         row["strided_configs"] = timed
         rows.append(row)
 
-    out = os.environ.get("OUT")
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "strided_input_probe.json"), "w") as f:
-            json.dump(rows, f, indent=1)
+    write_results(rows, "strided_input_probe.json")
     print(f"{'shape':>11} {'sparsity':>8} {'T':>4} {'dense':>7} {'copy':>7} {'strided':>7} {'best':>7} {'T-copy':>7}")
     for r in rows:
         best = r["best_strided_us"] if r["best_strided_us"] is not None else float("nan")
