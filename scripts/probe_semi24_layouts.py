@@ -29,6 +29,7 @@ from probe_harness import checked_time_us, probe_time_us, random_24, write_resul
 SHAPES = [tuple(int(v) for v in s.split("x"))
           for s in os.environ.get("PROBE_SHAPES", "768x768,3072x768,768x3072,4096x11008").split(",")]
 NS = [int(v) for v in os.environ.get("PROBE_NS", "2048,8192").split(",")]
+COMBOS = list(itertools.product(("X", "X^T"), ("Y", "Y^T")))  # (X in, Y out) layouts
 
 
 def stored_config(w, n: int, transposed: bool):
@@ -58,22 +59,21 @@ def main() -> int:
         for source, transposed in (("bt0", False), ("bt1", True)):
             cfg = stored_config(w, n, transposed)
             row[f"{source}_config"] = cfg.as_dict()
-            for x_name, x in (("X", x_rows), ("X^T", x_t)):
-                for y_name in ("Y", "Y^T"):
-                    out = (torch.empty(m, n, dtype=dense.dtype, device="cuda") if y_name == "Y"
-                           else torch.empty(n, m, dtype=dense.dtype, device="cuda").t())
-                    run = functools.partial(stuning.semi24_mm, w, x, config=cfg, out=out)
-                    label = f"{source} cfg, {x_name} in, {y_name} out"
-                    row["times"][label] = checked_time_us(run, ref, label)
+            for x_name, y_name in COMBOS:
+                x = x_rows if x_name == "X" else x_t
+                out = (torch.empty(m, n, dtype=dense.dtype, device="cuda") if y_name == "Y"
+                       else torch.empty(n, m, dtype=dense.dtype, device="cuda").t())
+                run = functools.partial(stuning.semi24_mm, w, x, config=cfg, out=out)
+                label = f"{source} cfg, {x_name} in, {y_name} out"
+                row["times"][label] = checked_time_us(run, ref, label)
         rows.append(row)
         print(row, flush=True)
     write_results(rows, "semi24_layouts.json")
 
-    combos = [f"{x}/{y}" for x, y in itertools.product(("X", "X^T"), ("Y", "Y^T"))]
-    print(f"{'M x K':>11} {'N':>5} {'cfg':>4} {'cuBLAS':>8} " + " ".join(f"{c:>9}" for c in combos))
+    print(f"{'M x K':>11} {'N':>5} {'cfg':>4} {'cuBLAS':>8} " + " ".join(f"{x + '/' + y:>9}" for x, y in COMBOS))
     for r in rows:
         for source in ("bt0", "bt1"):
-            times = [r["times"][f"{source} cfg, {c.split('/')[0]} in, {c.split('/')[1]} out"] for c in combos]
+            times = [r["times"][f"{source} cfg, {x} in, {y} out"] for x, y in COMBOS]
             cells = " ".join(f"{t:>9.1f}" if isinstance(t, float) else f"{'error':>9}" for t in times)
             print(f"{r['m']:>5} x {r['k']:<5} {r['n']:>5} {source:>4} {r['cublas_us']:>8.1f} {cells}")
     return 0
