@@ -267,6 +267,17 @@ if gluon is not None:
             async_copy.async_copy_global_to_shared(dst, x_ptrs + kt * BK * stride_xk, mask=n_ok & k_ok)
         async_copy.commit_group()
 
+    @gluon.constexpr_function
+    def _out_layout(BLOCK_M, num_warps, Y_MCONTIG):
+        """The layout a tile is stored to Y in: 8-byte runs along N for a row-major Y, or, when Y's
+        columns are contiguous (a layer's Y^T), 8 rows a thread down whole columns. Gluon keeps the
+        layout it is given, so storing Y^T in the row-major one wrote 2-byte pieces 2 KB apart: 1.1 to
+        1.35 times the kernel's time at N >= 2048 (BENCHMARKS.md 9k)."""
+        if not Y_MCONTIG:
+            return gl.BlockedLayout([1, 4], [8, 4], [num_warps, 1], [1, 0])
+        lanes_m = min(32, BLOCK_M // 8)
+        return gl.BlockedLayout([8, 1], [lanes_m, 32 // lanes_m], [1, num_warps], [0, 1])
+
     @gluon.jit
     def _program_tile(N, K, BLOCK_N: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr):
         """The program's output tile (pid; its split pid_k, row block pid_m, column block pid_n) and its

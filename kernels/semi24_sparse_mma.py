@@ -48,7 +48,7 @@ from stuning.kernels.target import DeviceBudget
 
 if gluon is not None:
     # X's cp.async stages and the epilogue are the Hopper 2:4 kernel's, argument for argument.
-    from stuning.kernels.semi24_hopper import _finish_tile, _load_x, _program_tile
+    from stuning.kernels.semi24_hopper import _finish_tile, _load_x, _out_layout, _program_tile
 
 BLOCK_K = 64  # two MMAs of k32 a step: 8 bytes of value pairs a lane and row, one metadata word a lane
 # (BLOCK_M, num_warps): each warp multiplies 16 or 32 rows. Measured on the H200 (7t): at N = 16 the
@@ -159,6 +159,7 @@ if gluon is not None:
         STAGES: gl.constexpr,
         EVEN_K: gl.constexpr,
         HAS_BIAS: gl.constexpr,
+        Y_MCONTIG: gl.constexpr,
         num_warps: gl.constexpr,
     ):
         BK: gl.constexpr = 64
@@ -208,7 +209,7 @@ if gluon is not None:
                     stride_xk, K, x_row, BK, EVEN_K)
         async_copy.wait_group(0)
 
-        out_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [num_warps, 1], [1, 0])
+        out_layout: gl.constexpr = _out_layout(BLOCK_M, num_warps, Y_MCONTIG)
         acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
         offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
@@ -315,5 +316,5 @@ def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: in
         values, meta, x, out, values if bias is None else bias, partial, counts,
         m, n, k, values.stride(0), x.stride(0), out.stride(0), out.stride(1),
         BLOCK_M=block_m, BLOCK_N=block_n, SPLIT_K=split_k, STAGES=num_stages, EVEN_K=k % BLOCK_K == 0,
-        HAS_BIAS=bias is not None, num_warps=num_warps,
+        HAS_BIAS=bias is not None, Y_MCONTIG=out.stride(0) == 1 and m > 1, num_warps=num_warps,
     )

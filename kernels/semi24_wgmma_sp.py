@@ -45,7 +45,7 @@ from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 if gluon is not None:
     # The epilogue and the register layouts of a warp's m16 tiles are the other Gluon kernels'.
-    from stuning.kernels.semi24_hopper import _finish_tile, _program_tile
+    from stuning.kernels.semi24_hopper import _finish_tile, _out_layout, _program_tile
     from stuning.kernels.semi24_sparse_mma import _lane_layout, _spread, _tile_layout
 
 BLOCK_NS = (64, 128)
@@ -296,6 +296,7 @@ if gluon is not None:
         HAS_BIAS: gl.constexpr,
         WAIT: gl.constexpr,
         X_KMAJOR: gl.constexpr,
+        Y_MCONTIG: gl.constexpr,
         num_warps: gl.constexpr,
     ):
         BLOCK_M: gl.constexpr = 16 * num_warps
@@ -346,7 +347,7 @@ if gluon is not None:
         for b in gl.static_range(STAGES):
             mbarrier.invalidate(bars.index(b))
 
-        out_layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [num_warps, 1], [1, 0])
+        out_layout: gl.constexpr = _out_layout(BLOCK_M, num_warps, Y_MCONTIG)
         acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
         offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
         offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
@@ -396,7 +397,8 @@ def launch(values, meta, x, out, bias, partial, counts, *, m: int, n: int, k: in
     compiled = _semi24_wgmma_sp_kernel[(tiles, split_k)](
         w_desc, x_desc, m_desc, out, values if bias is None else bias, partial, counts, m, n, k,
         out.stride(0), out.stride(1), KS=ks, SPLIT_K=split_k, STAGES=num_stages, X_BASE=at["x"], W_BASE=at["w"],
-        HAS_BIAS=bias is not None, WAIT=wait, X_KMAJOR=x_kmajor, num_warps=num_warps)
+        HAS_BIAS=bias is not None, WAIT=wait, X_KMAJOR=x_kmajor, Y_MCONTIG=out.stride(0) == 1 and m > 1,
+        num_warps=num_warps)
     if compiled not in _CHECKED:
         needed = sum(buffer_bytes(block_n, block_k, num_warps, num_stages).values())
         if compiled.metadata.shared < needed:
