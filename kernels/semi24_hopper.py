@@ -271,7 +271,7 @@ if gluon is not None:
     def _out_layout(BLOCK_M, num_warps, Y_MCONTIG):
         """The layout a tile is stored to Y in: 8-byte runs along N for a row-major Y, or, when Y's
         columns are contiguous (a layer's Y^T), 8 rows a thread down whole columns. Gluon keeps the
-        layout it is given, so storing Y^T in the row-major one wrote 2-byte pieces 2 KB apart: 1.1 to
+        layout it is given, so storing Y^T in the row-major one wrote 2-byte pieces 2 KB apart: 1.04 to
         1.35 times the kernel's time at N >= 2048 (BENCHMARKS.md 9k)."""
         if not Y_MCONTIG:
             return gl.BlockedLayout([1, 4], [8, 4], [num_warps, 1], [1, 0])
