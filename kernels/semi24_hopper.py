@@ -288,6 +288,21 @@ if gluon is not None:
         return pid, pid_k, pid // num_pid_n, pid % num_pid_n, gl.cdiv(gl.cdiv(K, BK) - pid_k, SPLIT_K)
 
     @gluon.jit
+    def _store_tile_24(acc, y_ptr, bias_ptr, partial_ptr, count_ptr, pid_m, pid_n, M, N, stride_ym, stride_yn,
+                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, HAS_BIAS: gl.constexpr,
+                       Y_MCONTIG: gl.constexpr, num_warps: gl.constexpr):
+        """The 2:4 Gluon kernels' epilogue (warpgroup and sparse MMA): their accumulator, in any
+        layout, reshaped to the (BLOCK_M x BLOCK_N) tile, moved into ``_out_layout`` and finished by
+        ``_finish_tile``; split-K's workspace is Y^T-shaped, as the Triton 2:4 kernel's."""
+        out_layout: gl.constexpr = _out_layout(BLOCK_M, num_warps, Y_MCONTIG)
+        acc = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
+        offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+        offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
+        partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]
+        _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr, offs_m, offs_n, M, N, stride_ym, stride_yn,
+                     SPLIT_K, HAS_BIAS)
+
+    @gluon.jit
     def _finish_tile(acc, y_ptr, bias_ptr, partial_ptrs, count_ptr, offs_m, offs_n, M, N, stride_ym, stride_yn,
                      SPLIT_K: gl.constexpr, HAS_BIAS: gl.constexpr, pid_k=0, slice_elems=0,
                      SLICES: gl.constexpr = False, ORDERED: gl.constexpr = False):

@@ -48,7 +48,7 @@ from stuning.kernels.target import DeviceBudget
 
 if gluon is not None:
     # X's cp.async stages and the epilogue are the Hopper 2:4 kernel's, argument for argument.
-    from stuning.kernels.semi24_hopper import _finish_tile, _load_x, _out_layout, _program_tile
+    from stuning.kernels.semi24_hopper import _load_x, _program_tile, _store_tile_24
 
 BLOCK_K = 64  # two MMAs of k32 a step: 8 bytes of value pairs a lane and row, one metadata word a lane
 # (BLOCK_M, num_warps): each warp multiplies 16 or 32 rows. Measured on the H200 (7t): at N = 16 the
@@ -209,13 +209,8 @@ if gluon is not None:
                     stride_xk, K, x_row, BK, EVEN_K)
         async_copy.wait_group(0)
 
-        out_layout: gl.constexpr = _out_layout(BLOCK_M, num_warps, Y_MCONTIG)
-        acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
-        offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
-        offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
-        partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]  # Y^T, as the others
-        _finish_tile(acc2, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid, offs_m, offs_n, M, N, stride_ym, stride_yn,
-                     SPLIT_K, HAS_BIAS)
+        _store_tile_24(acc, y_ptr, bias_ptr, partial_ptr, count_ptr + pid, pid_m, pid_n, M, N, stride_ym, stride_yn,
+                       BLOCK_M, BLOCK_N, SPLIT_K, HAS_BIAS, Y_MCONTIG, num_warps)
 
     @gluon.jit
     def _w_pointers(val_ptr, meta_ptr, M, K, stride_vm, pid_m, pid_k, BLOCK_M: gl.constexpr, L: gl.constexpr,

@@ -45,7 +45,7 @@ from stuning.kernels.target import DeviceBudget, interpreting, is_sm90
 
 if gluon is not None:
     # The epilogue and the register layouts of a warp's m16 tiles are the other Gluon kernels'.
-    from stuning.kernels.semi24_hopper import _finish_tile, _out_layout, _program_tile
+    from stuning.kernels.semi24_hopper import _program_tile, _store_tile_24
     from stuning.kernels.semi24_sparse_mma import _lane_layout, _spread, _tile_layout
 
 BLOCK_NS = (64, 128)
@@ -347,13 +347,8 @@ if gluon is not None:
         for b in gl.static_range(STAGES):
             mbarrier.invalidate(bars.index(b))
 
-        out_layout: gl.constexpr = _out_layout(BLOCK_M, num_warps, Y_MCONTIG)
-        acc2 = gl.convert_layout(gl.reshape(acc, (BLOCK_M, BLOCK_N)), out_layout)
-        offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
-        offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
-        partial_ptrs = partial_ptr + offs_n[None, :].to(gl.int64) * M + offs_m[:, None]  # Y^T, as the others
-        _finish_tile(acc2, y_ptr, bias_ptr, partial_ptrs, count_ptr + pid, offs_m, offs_n, M, N, stride_ym,
-                     stride_yn, SPLIT_K, HAS_BIAS)
+        _store_tile_24(acc, y_ptr, bias_ptr, partial_ptr, count_ptr + pid, pid_m, pid_n, M, N, stride_ym, stride_yn,
+                       BLOCK_M, BLOCK_N, SPLIT_K, HAS_BIAS, Y_MCONTIG, num_warps)
 
 
 def metadata_shape(m: int, k: int) -> tuple[int, int]:
