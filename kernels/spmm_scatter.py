@@ -33,6 +33,13 @@ MMA), and X's stage of step i - 1 is known free to every warpgroup only a step l
 Two or four K splits run as one cluster of CTAs whose sums meet in shared memory
 (``split_k_cluster``, ``cluster_ctas``); eight meet through L2 (``_finish_tile``).
 
+fp32 runs on the fp16 tensor cores as three fp16 products (``fp16_split``): A's tiles are those of
+its fp16 parts (3K deep), X is split into its parts per call, and the epilogue scales the sum back by
+the rows' and columns' factors. The tensor cores' fp32 sums lose about 2^-25 of their value at each
+16-deep MMA step, which, over 3 x 4096, left errors of 2e-5 (BENCHMARKS.md 9l); so fp32 adds the
+MMA's sum into a second accumulator every FLUSH_K of K, and splits run without clusters (their
+stores are 16-bit).
+
 Gluon has no interpreter: this kernel runs on sm_90 GPUs only; elsewhere the CSR kernel runs.
 """
 
@@ -45,6 +52,7 @@ from dataclasses import replace
 
 import torch
 import triton
+from stuning.kernels.fp16_split import split_x
 from stuning.kernels.semi24_hopper import GLUON_TRITON, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.split_k_cluster import landing_fits, replicated, replicated_layout
@@ -74,7 +82,9 @@ try:  # Gluon's Hopper API as of Triton 3.6; older Tritons have no Gluon
 except ImportError:  # pragma: no cover - depends on the installed Triton
     gluon = None
 
-DTYPES = (torch.float16, torch.bfloat16)
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # fp32 as fp16 parts (module docstring)
+# fp32's MMA sums are added into fp32 registers every FLUSH_K of the (3K-deep) product.
+FLUSH_K = 256
 BLOCK_MS = (64, 128)  # a warpgroup (4 warps) per 64 rows
 BLOCK_KS = (64, 128)
 SPLIT_KS = (1, 2, 4, 8)
@@ -133,10 +143,14 @@ def x_transposed(x: torch.Tensor) -> bool:
 
 
 def takes(x: torch.Tensor) -> bool:
-    """Whether the kernel runs this X: 16-bit on an sm_90 GPU (not the interpreter), one dimension
-    contiguous and the other's stride and the start 16-byte aligned (TMA's rules). Otherwise the CSR
-    kernel runs the product."""
-    if not (available() and not interpreting() and x.dtype in DTYPES and is_sm90(x.device)) or x.data_ptr() % 16:
+    """Whether the kernel runs this X: on an sm_90 GPU (not the interpreter), fp32 of any strides (its
+    split is what TMA reads), or 16-bit with one dimension contiguous and the other's stride and the
+    start 16-byte aligned (TMA's rules). Otherwise the CSR kernel runs the product."""
+    if not (available() and not interpreting() and x.dtype in DTYPES and is_sm90(x.device)):
+        return False
+    if x.dtype == torch.float32:
+        return x.dim() == 2
+    if x.data_ptr() % 16:
         return False
     rows, cols = x.stride()
     inner, outer = (rows, cols) if rows == 1 and cols != 1 else (cols, rows)  # as x_transposed reads it
@@ -198,7 +212,7 @@ def why_excluded(config, problem, budget: DeviceBudget) -> str | None:
     if tuple(budget.compute_capability) != (9, 0) or not available():
         return f"the scatter kernel needs an sm_90 GPU and Triton {' or '.join(GLUON_TRITON)}x (its Gluon API)"
     if problem.dtype not in DTYPES:
-        return "the scatter kernel takes fp16 and bf16"
+        return "the scatter kernel takes fp32, fp16 and bf16"
     if problem.n < MIN_N:
         return f"the scatter kernel starts at N = {MIN_N}"
     bm, bk, bn = config.rows, config.nnz_step, config.block_n
@@ -208,7 +222,7 @@ def why_excluded(config, problem, budget: DeviceBudget) -> str | None:
         return "the scatter kernel runs a warpgroup per 64 rows and split_k in (1, 2, 4, 8)"
     if bn not in block_ns(problem.n):
         return f"the scatter kernel's N tile at N = {problem.n} is one of {block_ns(problem.n)}"
-    if config.split_k > 1 and config.split_k * bk > problem.k:
+    if config.split_k > 1 and config.split_k * bk > tile_k(problem.k, problem.dtype):
         return "more K splits than K tiles"
     _, a_bytes, x_bytes = buffer_bytes(bm, bk, bn, config.num_stages)
     if a_bytes + x_bytes + 1024 > budget.shared_mem_per_block:
@@ -234,7 +248,7 @@ def repair(config, problem):
     memory the device has."""
     budget = device_budget()
     split = config.split_k
-    while split > 1 and split * config.nnz_step > problem.k:
+    while split > 1 and split * config.nnz_step > tile_k(problem.k, problem.dtype):
         split //= 2
     widths = block_ns(problem.n)
     widths = ((config.block_n,) if config.block_n in widths else ()) + widths
@@ -245,6 +259,11 @@ def repair(config, problem):
         if a_bytes + x_bytes + 1024 <= budget.shared_mem_per_block:
             return replace(fitted, block_n=bn, num_stages=st)
     return fitted
+
+
+def tile_k(k: int, dtype: torch.dtype) -> int:
+    """K of the product the kernel runs: A's, or its three fp16 blocks' for fp32."""
+    return 3 * k if dtype == torch.float32 else k
 
 
 def chunk_size(tiles, num_warps: int) -> int:
@@ -282,12 +301,16 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     if k == 0 or tiles.nnz == 0:
         return fill_bias(out, bias)
     if not takes(b):
-        raise ValueError("spmm_scatter: B must be 16-bit on an sm_90 GPU with TMA-aligned strides (see takes)")
+        raise ValueError("spmm_scatter: B must be on an sm_90 GPU, and if 16-bit with TMA-aligned strides (see takes)")
+    scaled = tiles.parts > 1
+    if scaled:
+        b, col_factor = split_x(b, tiles.lo_scale)
     bm, bk, bn = config.rows, config.nnz_step, config.block_n
-    k_tiles = triton.cdiv(k, bk)
+    k_tiles = triton.cdiv(tiles.tile_k, bk)
     split = max(1, min(config.split_k, k_tiles))
     grid = (triton.cdiv(m, bm), split, triton.cdiv(n, bn))
-    ctas = cluster_ctas(split, bm, bk, bn, config.num_stages, grid[0] * grid[2], device_budget(b.device.index).sm_count)
+    ctas = 1 if scaled else cluster_ctas(split, bm, bk, bn, config.num_stages, grid[0] * grid[2],
+                                         device_budget(b.device.index).sm_count)
     slices = 1 < split <= SLICES_MAX_SPLIT and split * m * n * 4 <= SLICES_MAX_BYTES
     if ctas > 1:
         grid = (grid[0], 1, grid[2])  # a cluster (program_id(0)) of the splits per band
@@ -307,11 +330,12 @@ def spmm_scatter(tiles, b: torch.Tensor, *, config, out: torch.Tensor | None = N
     chunk = chunk_size(tiles, config.num_warps)
     kernel = _spmm_scatter_kernel[grid](
         tiles.tile_ptr, tiles.entries, tiles.capacity // 4, x_desc, out, b if bias is None else bias, partial, counts,
+        tiles.row_factor if scaled else out, col_factor if scaled else out,
         m, n, out.stride(0), out.stride(1), k_tiles,
         BM=bm, BN=bn, BK=bk, SPLIT_K=split, STAGES=config.num_stages, SLOTS=slots,
         A_OFFSET=0 if a_bytes > x_bytes else x_bytes, CHUNK=chunk, RING=ring_stages(bm, bk, chunk),
         FIXED=tiles.capacity > 0, X_T=transposed, HAS_BIAS=bias is not None, SLICES=slices, CLEAR=CLEAR_BY_ENTRIES,
-        CTAS=ctas, Y_PAIRS=y_pairs(out),
+        CTAS=ctas, Y_PAIRS=y_pairs(out), SCALED=scaled, FLUSH=FLUSH_K // bk if scaled else 0,
         num_warps=config.num_warps, num_ctas=ctas,
     )
     used = kernel.metadata.shared
@@ -448,12 +472,14 @@ if gluon is not None:
         tile_ptr, ent_ptr, capacity_fours, x_desc,
         # Y (M x N, any strides), the bias, and the split-K workspace
         y_ptr, bias_ptr, partial_ptr, count_ptr,
+        # fp32 as fp16 parts (SCALED): the factors of A's rows and X's columns
+        row_factor_ptr, col_factor_ptr,
         M, N, stride_ym, stride_yn, K_TILES,
         BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
         SLOTS: gl.constexpr, A_OFFSET: gl.constexpr, CHUNK: gl.constexpr, RING: gl.constexpr, FIXED: gl.constexpr,
         X_T: gl.constexpr,
         HAS_BIAS: gl.constexpr, SLICES: gl.constexpr, CLEAR: gl.constexpr, CTAS: gl.constexpr,
-        Y_PAIRS: gl.constexpr, num_warps: gl.constexpr,
+        Y_PAIRS: gl.constexpr, SCALED: gl.constexpr, FLUSH: gl.constexpr, num_warps: gl.constexpr,
     ):
         DT: gl.constexpr = x_desc.dtype
         A_BYTES: gl.constexpr = BM * BK * 2
@@ -516,6 +542,8 @@ if gluon is not None:
             _fetch_entries(ring, ent_ptr, 2, start2, end2, e_layout, CHUNK, CTAS, num_warps)
             start3, end3 = _tile_bounds(row_tiles, first_tile, capacity_fours, 3, steps, SPLIT_K, FIXED)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
+        if FLUSH > 0:
+            total = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
         # The previous step's entries: its slot is cleared where they were stored (no entries at first).
         last = gl.zeros((CHUNK,), gl.int32, e_layout)
         last_start = start * 0
@@ -537,7 +565,14 @@ if gluon is not None:
             x_tile = x_smem.index(i % STAGES)
             if X_T:
                 x_tile = x_tile.permute((1, 0))
-            acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, is_async=True)
+            if FLUSH > 0:
+                # Every FLUSH steps the MMA's sum moves into ``total`` (module docstring) and starts over.
+                if i % FLUSH == 0:
+                    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+                    total += acc
+                acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, use_acc=i % FLUSH != 0, is_async=True)
+            else:
+                acc = warpgroup_mma(a_smem.index(i % SLOTS), x_tile, acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
             used = (i + SLOTS - 1) % SLOTS
             if CLEAR and num_warps == 4:
@@ -558,9 +593,15 @@ if gluon is not None:
             else:
                 start1, end1 = start_next, end_next
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if FLUSH > 0:
+            acc = total + acc
 
         offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
         offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+        if SCALED:
+            # Linear: each split scales its own part before the parts meet.
+            acc = acc * gl.load(row_factor_ptr + offs_m, mask=offs_m < M, other=0.0)[:, None]
+            acc = acc * gl.load(col_factor_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
         if CTAS > 1:
             # X's stages take the other splits' parts; they follow A's buffer or come first (A_OFFSET).
             X_BYTES: gl.constexpr = STAGES * BK * BN * 2

@@ -12,7 +12,9 @@ nonzero.
 
 Tiles are in row-major order (the K tiles of a band of rows are consecutive), each list is padded
 to a multiple of 4 with entries of offset 0xFFFF (never a real offset: real ones are even), so that
-the kernel loads entries 16 bytes at a time, and ``tile_ptr`` counts fours. Only 16-bit values.
+the kernel loads entries 16 bytes at a time, and ``tile_ptr`` counts fours. Values are 16-bit; an
+fp32 matrix is stored as its fp16 parts [A_hi | A_hi | A_lo] (M x 3K, ``fp16_parts``; the product
+they make is ``stuning.kernels.fp16_split``'s), with the rows' factors its epilogue scales by.
 
 Where the lists are about equally long (uniform sparsity: the longest padded list at most
 ``capacity.FIXED_CAPACITY_SLACK`` times the mean), every list is padded to the longest, ``capacity``
@@ -42,6 +44,9 @@ _STORE_BLOCK = 128  # entries one warp stores in four instructions: 32 threads x
 # The kernel computes the bounds of up to 32 tiles past a program's last (four steps of eight
 # splits), masked off: their offsets must fit its int32 arithmetic too.
 _BOUNDS_AHEAD = 64
+# An fp32 matrix's fp16 parts (``fp16_parts``): three K blocks, lo holding the 11 bits after hi's.
+PARTS = 3
+LO_SCALE = 2048.0
 
 
 def slot_offsets(rows: torch.Tensor, cols: torch.Tensor, block_m: int) -> torch.Tensor:
@@ -84,13 +89,51 @@ def store_positions(tile: torch.Tensor, offsets: torch.Tensor, counts: torch.Ten
     return block * _STORE_BLOCK + 4 * (r % lanes) + r // lanes
 
 
+def fp16_parts(csr: CSRMatrix) -> tuple[CSRMatrix, torch.Tensor]:
+    """An fp32 ``csr`` (M x K) as fp16 parts: [A_hi | A_hi | A_lo] (M x 3K) of its rows scaled by
+    powers of two into |a| < 16, and the rows' factors 2^-11 / r the product is scaled back by
+    (``stuning.kernels.fp16_split``, which scales X's columns the same way). Cached on ``csr``."""
+    hit = csr.cache.get("fp16_parts")
+    if hit is not None:
+        return hit
+    m, k = csr.shape
+    rows = csr.row_ids().to(torch.int64)
+    cols = csr.col.to(torch.int64)
+    values = csr.values.float()
+    amax = torch.zeros(m, dtype=torch.float32, device=values.device)
+    amax.scatter_reduce_(0, rows, values.abs(), "amax")
+    # As the kernel scales X's columns: 2^(130 - E) for amax's biased exponent E (under 16), at most
+    # 2^126, and 1 where a row holds inf or NaN.
+    e = (amax.view(torch.int32) >> 23) & 0xFF
+    scale_exp = torch.where(e == 255, 127, torch.clamp(257 - e, max=253))
+    scale = (scale_exp << 23).view(torch.float32)
+    scaled = values * scale[rows]
+    hi = scaled.half()
+    rest = scaled - hi.float()
+    lo = torch.where(rest == rest, rest * LO_SCALE, 0.0).half()  # inf - inf: inf's lo is 0
+    # Each row's three blocks follow each other, so the row's entries stay in column order.
+    part_cols = torch.cat([cols + p * k for p in range(PARTS)])
+    part_rows = rows.repeat(PARTS)
+    order = torch.argsort(part_rows * (PARTS * k) + part_cols, stable=True)
+    crow = csr.crow.to(torch.int64) * PARTS
+    idx = torch.int32 if PARTS * max(csr.nnz, k) < 2**31 else torch.int64
+    parts = CSRMatrix(crow.to(idx), part_cols[order].to(idx), torch.cat([hi, hi, lo])[order], (m, PARTS * k),
+                      validate=False)
+    factor = ((254 - scale_exp) << 23).view(torch.float32) / LO_SCALE
+    csr.cache["fp16_parts"] = hit = (parts, factor)
+    return hit
+
+
 class ScatterTiles:
     """An M x K sparse matrix as scatter tiles, built from a ``CSRMatrix`` by ``from_csr``:
     ``tile_ptr`` (tiles + 1, int32, in fours) and ``entries`` (int32: byte offset << 16 | value bits);
-    ``capacity``: the length of every tile's list where all are padded alike, else 0."""
+    ``capacity``: the length of every tile's list where all are padded alike, else 0. An fp32 matrix's
+    tiles are those of its fp16 parts (``parts`` = 3 K blocks) with ``row_factor``, its rows' factors,
+    and ``lo_scale``, what its lo parts are scaled by."""
 
     def __init__(self, tile_ptr: torch.Tensor, entries: torch.Tensor, shape: tuple[int, int], *, block_m: int,
-                 block_k: int, dtype: torch.dtype, nnz: int, capacity: int = 0):
+                 block_k: int, dtype: torch.dtype, nnz: int, capacity: int = 0, parts: int = 1,
+                 row_factor: torch.Tensor | None = None, lo_scale: float = 0.0):
         self.tile_ptr = tile_ptr
         self.entries = entries
         self.shape = (int(shape[0]), int(shape[1]))
@@ -99,6 +142,14 @@ class ScatterTiles:
         self.dtype = dtype
         self.nnz = int(nnz)
         self.capacity = int(capacity)
+        self.parts = int(parts)
+        self.row_factor = row_factor
+        self.lo_scale = float(lo_scale)  # X's lo parts are scaled alike (kernels.fp16_split)
+
+    @property
+    def tile_k(self) -> int:
+        """K of the tiles: the matrix's, or its three fp16 blocks' for fp32."""
+        return self.parts * self.shape[1]
 
     @property
     def device(self) -> torch.device:
@@ -110,9 +161,10 @@ class ScatterTiles:
 
     @classmethod
     def from_csr(cls, csr: CSRMatrix, block_m: int, block_k: int) -> ScatterTiles:
-        """The scatter tiles of ``csr`` (cached in ``csr.cache``: built once per tile shape)."""
-        if csr.dtype not in (torch.float16, torch.bfloat16):
-            raise TypeError(f"ScatterTiles: values must be fp16 or bf16, got {csr.dtype}")
+        """The scatter tiles of ``csr`` (cached in ``csr.cache``: built once per tile shape); of its
+        fp16 parts where it is fp32 (``fp16_parts``)."""
+        if csr.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            raise TypeError(f"ScatterTiles: values must be fp32, fp16 or bf16, got {csr.dtype}")
         if block_k < 1 or block_k % _SWIZZLE_COLUMNS or block_m < 1 or block_m % 8:
             raise ValueError(f"ScatterTiles: block_k must be a multiple of 64 and block_m of 8, got "
                              f"({block_m}, {block_k})")
@@ -121,7 +173,13 @@ class ScatterTiles:
         key = cls.cache_key(block_m, block_k)
         hit = csr.cache.get(key)
         if hit is None:
-            hit = cls._build(csr, block_m, block_k)
+            if csr.dtype == torch.float32:
+                parts, factor = fp16_parts(csr)
+                hit = cls._build(parts, block_m, block_k)
+                hit.shape, hit.dtype, hit.parts = csr.shape, csr.dtype, PARTS
+                hit.row_factor, hit.lo_scale = factor, LO_SCALE
+            else:
+                hit = cls._build(csr, block_m, block_k)
             csr.cache[key] = hit
         return hit
 
@@ -165,10 +223,12 @@ class ScatterTiles:
         return self.entries.numel()
 
     def to_dense(self) -> torch.Tensor:
-        """The matrix, decoded from the entries (for tests and debugging)."""
-        m, k = self.shape
+        """The matrix, decoded from the entries (for tests and debugging); an fp32 matrix's is its
+        fp16 parts [A_hi | A_hi | A_lo] (``fp16_parts``)."""
+        m, k = self.shape[0], self.tile_k
         bm, bk = self.block_m, self.block_k
-        out = torch.zeros(m, k, dtype=self.dtype, device=self.device)
+        dtype = torch.float16 if self.parts > 1 else self.dtype
+        out = torch.zeros(m, k, dtype=dtype, device=self.device)
         k_tiles = -(-k // bk)
         counts = (self.tile_ptr[1:].to(torch.int64) - self.tile_ptr[:-1].to(torch.int64)) * 4
         tile = torch.repeat_interleave(torch.arange(counts.numel(), device=self.device), counts)
@@ -184,7 +244,7 @@ class ScatterTiles:
         rows = (tile[keep] // k_tiles) * bm + local // bk
         cols = (tile[keep] % k_tiles) * bk + local % bk
         b = bits[keep]
-        values = torch.where(b >= 2**15, b - 2**16, b).to(torch.int16).view(self.dtype)
+        values = torch.where(b >= 2**15, b - 2**16, b).to(torch.int16).view(dtype)
         out[rows, cols] = values
         return out
 

@@ -100,26 +100,33 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
     """The scatter kernel (sm_90): A's tiles rebuilt in shared memory, then dense tensor-core work,
     one (rows x nnz_step x block_n) step after another on each SM (``chain_us``); the bytes (entries
     once per N tile, X once per band of rows) rarely bound it."""
-    m, k, n = f["m"], f["k"], f["n"]
+    m, n = f["m"], f["n"]
     elt = DTYPE_BYTES[f.dtype]
+    # fp32 runs as one fp16 product three K blocks deep, on X split per call (kernels.fp16_split):
+    # three times the entries and the MMAs, X read twice and its fp16 stack written, two launches more.
+    parts = 3 if f.dtype == "float32" else 1
+    k = f["k"] * parts
     bm, bk, bn = cfg.rows, cfg.nnz_step, cfg.block_n
     m_tiles, n_tiles, k_tiles = math.ceil(m / bm), math.ceil(n / bn), math.ceil(k / bk)
     split = max(1, min(cfg.split_k, k_tiles))
-    a_bytes = (f["nnz"] * 1.02 + 4 * m_tiles * k_tiles) * 4  # entries (padded to fours), tile offsets
-    x_bytes = k * n * elt
-    dram = a_bytes + x_bytes + m * n * elt
+    a_bytes = (f["nnz"] * parts * 1.02 + 4 * m_tiles * k_tiles) * 4  # entries (padded to fours), tile offsets
+    x_bytes = k * n * 2
+    split_bytes = 2 * f["k"] * n * elt + x_bytes if parts > 1 else 0
+    dram = a_bytes + x_bytes + m * n * elt + split_bytes
     l2 = a_bytes * (n_tiles - 1) + x_bytes * (m_tiles - 1)
-    mma_us = 2.0 * m_tiles * bm * k_tiles * bk * n_tiles * bn / (device.tensor_rate(f.dtype) * 1e-6)
+    rate = device.tensor_rate("float16" if parts > 1 else f.dtype)
+    mma_us = 2.0 * m_tiles * bm * k_tiles * bk * n_tiles * bn / (rate * 1e-6)
     threads = 32 * cfg.num_warps
     _, a_smem, x_smem = scatter_kernel.buffer_bytes(bm, bk, bn, cfg.num_stages)
     programs = m_tiles * n_tiles * split
     launch = launch_shape(programs, threads, 32 + bm * bn // threads, a_smem + x_smem, device)
-    sm_tensor_rate = device.tensor_rate(f.dtype) / device.sm_count * 1e-6  # flops a microsecond
+    sm_tensor_rate = rate / device.sm_count * 1e-6  # flops a microsecond
     step_us = (SCATTER_STEP_US + SCATTER_TILE_US * bm * bk / 4096
                + 2.0 * bm * bk * bn / (sm_tensor_rate * SCATTER_MMA_EFFICIENCY))
     # Steps per SM: a program's steps run back to back, and an SM takes programs in turn.
     per_sm = math.ceil(programs / device.sm_count) * math.ceil(k_tiles / split)
-    ctas = scatter_kernel.cluster_ctas(split, bm, bk, bn, cfg.num_stages, m_tiles * n_tiles, device.sm_count)
+    ctas = 1 if parts > 1 else scatter_kernel.cluster_ctas(split, bm, bk, bn, cfg.num_stages, m_tiles * n_tiles,
+                                                           device.sm_count)
     tiles_moved = ctas - 1 if ctas > 1 else split + 1
     split_us = m * n * 4 * tiles_moved / (SCATTER_SPLIT_GBS * 1e3) if split > 1 else 0.0
     return CostTerms(
@@ -127,7 +134,7 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
         compute_us=mma_us,
         wave_eff=launch.wave_eff,
         chain_us=per_sm * step_us + split_us,
-        overhead_us=LAUNCH_US,
+        overhead_us=LAUNCH_US * (3 if parts > 1 else 1),
     )
 
 
