@@ -35,7 +35,7 @@ def spmm_entry(*, kernels=None, updated="2026-11-26T12:00:00+00:00", dtype="floa
 
 @pytest.fixture
 def scatter_in_space(monkeypatch):
-    """This installation as the H100/H200's: the scatter kernel (Gluon, Triton 3.6) in fp16 spaces."""
+    """This installation as the H100/H200's: the scatter kernel (Gluon, Triton 3.6) in its spaces."""
     monkeypatch.setattr(spmm_scatter, "available", lambda: True)
     space = family("spmm").space(synthetic_spmm_features(4096, 4096, 128, 0.1, torch.float16), H100_BUDGET)
     assert {c.kernel for c in space} == {"csr", "sell", "scatter"}
@@ -63,12 +63,14 @@ def test_a_hand_written_stamp_without_a_zone_is_read_as_utc(scatter_in_space):
                            H100_BUDGET) == []
 
 
-def test_a_kernel_outside_the_space_here_is_not_missed(monkeypatch):
-    # fp32 has no scatter kernel, and without Gluon's Triton no problem has it.
+def test_a_kernel_outside_the_space_here_is_not_missed(monkeypatch, scatter_in_space):
+    # Without Gluon's Triton no problem has the scatter kernel; with it fp32 has it too (as fp16 parts),
+    # so fp32 entries searched before it are listed.
     old = spmm_entry(updated="2026-11-24T10:00:00+00:00")
-    assert untried_kernels(dataclasses.replace(old, dtype="float32"), H100_BUDGET) == []
+    assert untried_kernels(dataclasses.replace(old, dtype="float32"), H100_BUDGET) == ["scatter"]
     monkeypatch.setattr(spmm_scatter, "available", lambda: False)
     assert untried_kernels(old, H100_BUDGET) == []
+    assert untried_kernels(dataclasses.replace(old, dtype="float32"), H100_BUDGET) == []
 
 
 @pytest.mark.filterwarnings("ignore::stuning.db.StaleEntriesWarning")  # entries of Triton 3.6, not this one
@@ -85,7 +87,8 @@ def test_db_untried_lists_the_entries_to_tune_again(tmp_path, monkeypatch, capsy
     db.save()
     assert cli_main(["db", "untried", "--device", name, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["entries"]
-    assert listed == {"old": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]}}
+    assert listed == {"old": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]},
+                      "fp32": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]}}
 
 
 SCATTER_REBUILT = KERNELS_REBUILT["spmm"]["scatter"]
