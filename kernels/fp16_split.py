@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+PARTS = 3  # K blocks of A's image and of X's stack (the formats' fp16_parts builds A's alike)
+LAUNCHES = 2  # split_x's: the columns' maxima, then the split
 BLOCK_K = 64
 BLOCK_N = 64
 
@@ -81,9 +83,9 @@ def split_x(x: torch.Tensor, lo_scale: float) -> tuple[torch.Tensor, torch.Tenso
     col_factor = torch.empty(n, dtype=torch.float32, device=x.device)
     k_major = x.stride(0) == 1 and x.stride(1) != 1
     if k_major:
-        stack = torch.empty(n, _aligned(3 * k), dtype=torch.float16, device=x.device)[:, : 3 * k].t()
+        stack = torch.empty(n, _aligned(PARTS * k), dtype=torch.float16, device=x.device)[:, : PARTS * k].t()
     else:
-        stack = torch.empty(3 * k, _aligned(n), dtype=torch.float16, device=x.device)[:, :n]
+        stack = torch.empty(PARTS * k, _aligned(n), dtype=torch.float16, device=x.device)[:, :n]
     if k == 0 or n == 0:
         return stack, col_factor.fill_(1.0)
     grid = (triton.cdiv(k, BLOCK_K), triton.cdiv(n, BLOCK_N))

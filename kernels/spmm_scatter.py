@@ -52,7 +52,7 @@ from dataclasses import replace
 
 import torch
 import triton
-from stuning.kernels.fp16_split import split_x
+from stuning.kernels.fp16_split import PARTS, split_x
 from stuning.kernels.semi24_hopper import GLUON_TRITON, nvmma_layout
 from stuning.kernels.split_k import split_k_workspace
 from stuning.kernels.split_k_cluster import landing_fits, replicated, replicated_layout
@@ -263,7 +263,7 @@ def repair(config, problem):
 
 def tile_k(k: int, dtype: torch.dtype) -> int:
     """K of the product the kernel runs: A's, or its three fp16 blocks' for fp32."""
-    return 3 * k if dtype == torch.float32 else k
+    return PARTS * k if dtype == torch.float32 else k
 
 
 def chunk_size(tiles, num_warps: int) -> int:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 from naive import assert_close, randn, random_sparse, rel_err, spmm_ref
+from stuning.kernels import fp16_split, spmm_scatter
 from stuning.kernels import spmm as spmm_kernel
-from stuning.kernels import spmm_scatter
 from stuning.kernels.fp16_split import split_x
 from stuning.kernels.target import H100_BUDGET
 
@@ -102,6 +102,7 @@ def test_fp32_tiles_hold_the_parts(gen):
     tiles = ScatterTiles.from_csr(a, 64, 64)
     parts, factor = fp16_parts(a)
     assert tiles.shape == (70, 150) and tiles.tile_k == 450 and tiles.parts == PARTS
+    assert PARTS == fp16_split.PARTS, "the format's blocks must be the split's"
     assert tiles.dtype == torch.float32 and tiles.lo_scale == LO_SCALE and tiles.row_factor is factor
     assert torch.equal(tiles.to_dense(), parts.to_dense())
     assert tiles.tile_ptr.numel() == 2 * 8 + 1  # two bands, ceil(450 / 64) K tiles each

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from stuning.formats.sell import SlicedELLMatrix, cut_share
+from stuning.kernels import fp16_split
 from stuning.kernels import spmm_scatter as scatter_kernel
 from stuning.kernels.spmm import SpMMConfig
 from stuning.tuning.cost_model.base import (
@@ -104,7 +105,7 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
     elt = DTYPE_BYTES[f.dtype]
     # fp32 runs as one fp16 product three K blocks deep, on X split per call (kernels.fp16_split):
     # three times the entries and the MMAs, X read twice and its fp16 stack written, two launches more.
-    parts = 3 if f.dtype == "float32" else 1
+    parts = fp16_split.PARTS if f.dtype == "float32" else 1
     k = f["k"] * parts
     bm, bk, bn = cfg.rows, cfg.nnz_step, cfg.block_n
     m_tiles, n_tiles, k_tiles = math.ceil(m / bm), math.ceil(n / bn), math.ceil(k / bk)
@@ -134,7 +135,7 @@ def scatter_terms(f: ProblemFeatures, cfg: SpMMConfig, device: DeviceSpec) -> Co
         compute_us=mma_us,
         wave_eff=launch.wave_eff,
         chain_us=per_sm * step_us + split_us,
-        overhead_us=LAUNCH_US * (3 if parts > 1 else 1),
+        overhead_us=LAUNCH_US * (1 + (fp16_split.LAUNCHES if parts > 1 else 0)),
     )
 
 
