@@ -8,13 +8,19 @@ import json
 
 import pytest
 import torch
-from stuning.kernels import spmm_scatter
+from stuning.kernels import semi24_hopper, spmm_scatter
 from stuning.kernels.target import H100_BUDGET
 
 from stuning.cli.main import main as cli_main
 from stuning.db import DBEntry, Environment, TimedConfig, TuningDB
 from stuning.suite import SpMMCase
-from stuning.tuning.coverage import CONFIGS_RERANKED, KERNELS_JOINED, KERNELS_REBUILT, untried_kernels
+from stuning.tuning.coverage import (
+    CONFIGS_RERANKED,
+    KERNELS_JOINED,
+    KERNELS_REBUILT,
+    kernels_not_installed,
+    untried_kernels,
+)
 from stuning.tuning.driver import entry_problem, seeds_from_db
 from stuning.tuning.features import synthetic_spmm_features
 from stuning.tuning.problems import spmm_problem
@@ -89,6 +95,32 @@ def test_db_untried_lists_the_entries_to_tune_again(tmp_path, monkeypatch, capsy
     listed = json.loads(capsys.readouterr().out)["entries"]
     assert listed == {"old": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]},
                       "fp32": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]}}
+
+
+@pytest.mark.filterwarnings("ignore::stuning.db.StaleEntriesWarning")
+@pytest.mark.parametrize("gluon", [True, False])
+def test_db_untried_says_which_kernels_this_triton_cannot_judge(tmp_path, monkeypatch, capsys, gluon):
+    # Off Gluon's Triton an fp32 entry that never tried the scatter kernel is not listed, and the
+    # listing must say why rather than read as "nothing to re-tune".
+    monkeypatch.setattr(spmm_scatter, "available", lambda: gluon)
+    monkeypatch.setattr(semi24_hopper, "available", lambda: gluon)
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
+    name = "NVIDIA H100 80GB HBM3"
+    db = TuningDB.open(name, search_path=[tmp_path], write_dir=tmp_path)
+    db.put(spmm_entry(kernels=["csr", "sell"], dtype="float32"), "fp32")
+    db.save()
+    missing = {} if gluon else {"semi24": ["hopper", "sparse_mma", "wgmma_sp"], "spmm": ["scatter"]}
+    assert kernels_not_installed() == missing
+    assert kernels_not_installed(["sddmm"]) == {}
+    assert cli_main(["db", "untried", "--device", name, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["not_judged"] == missing
+    assert list(listed["entries"]) == (["fp32"] if gluon else [])
+    assert cli_main(["db", "untried", "--device", name, "--op", "spmm"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("Not judged" in out) is not gluon
+    if not gluon:
+        assert "spmm scatter" in out and "semi24" not in out
 
 
 SCATTER_REBUILT = KERNELS_REBUILT["spmm"]["scatter"]

@@ -135,17 +135,22 @@ def _misses(args) -> int:
 
 
 def _untried(args) -> int:
-    from stuning.tuning.coverage import untried_entries
+    import triton
+
+    from stuning.tuning.coverage import kernels_not_installed, untried_entries
     from stuning.tuning.registry import budget_of
     from stuning.tuning.session import target_spec
 
     db = _open(args)
-    listed = untried_entries(db, budget_of(target_spec(db.device_name)), None if args.op is None else [args.op])
+    ops = None if args.op is None else [args.op]
+    listed = untried_entries(db, budget_of(target_spec(db.device_name)), ops)
     found = {key: (entry, untried) for key, entry, untried in listed}
+    not_judged = kernels_not_installed(ops)
     if args.json:
         print_json({"device": db.device_name, "entries": {k: {"kernel": e.best.config.get("kernel"),
                                                                "time_us": e.best.time_us, "untried": u}
-                                                           for k, (e, u) in found.items()}})
+                                                           for k, (e, u) in found.items()},
+                    "not_judged": not_judged})
         return EXIT_OK
     rows = [[k, e.best.config.get("kernel", ""), fmt_us(e.best.time_us), ", ".join(u), e.updated[:10]]
             for k, (e, u) in found.items()]
@@ -155,6 +160,11 @@ def _untried(args) -> int:
                     ["key", "best kernel", "us", "never tried", "tuned"], rows))
     if rows:
         con.print("`stuning tune --untried` re-tunes the SpMM ones; `stuning pretune` a model's")
+    if not_judged:
+        names = "; ".join(f"{op} {', '.join(kernels)}" for op, kernels in not_judged.items())
+        # Without this, a listing taken on a machine without those kernels reads as "nothing to tune".
+        con.print(f"[yellow]Not judged: this Triton ({triton.__version__}) cannot run the kernels {names}, so entries "
+                  "that never tried them are not listed. Run `stuning db untried` where they run.[/yellow]")
     return EXIT_OK
 
 

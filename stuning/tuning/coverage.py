@@ -22,9 +22,11 @@ that asks.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 
 from stuning.db.entry import DBEntry, parse_timestamp
 from stuning.formats.sell import CUT_SLACK
+from stuning.kernels import semi24_hopper, semi24_sparse_mma, semi24_wgmma_sp, spmm_scatter
 from stuning.kernels.target import DeviceBudget
 from stuning.tuning.features import ProblemFeatures
 from stuning.tuning.registry import family
@@ -76,6 +78,23 @@ def _four_split_clusters(features: dict) -> bool:
 CONFIGS_RERANKED: dict[str, dict[str, tuple[str, Callable[[dict], bool]]]] = {
     "spmm": {"scatter": ("2026-11-26T01:19:10+00:00", _four_split_clusters)},
 }
+
+
+# Kernels that only some Triton releases run (Gluon's API as used here): where this installation's
+# does not, they are out of every space, so no entry counts them as untried here, whatever the
+# entry's device runs. (Each kernel's module: its ``available()``.)
+KERNELS_INSTALLED: dict[str, dict[str, ModuleType]] = {
+    "spmm": {"scatter": spmm_scatter},
+    "semi24": {"hopper": semi24_hopper, "sparse_mma": semi24_sparse_mma, "wgmma_sp": semi24_wgmma_sp},
+}
+
+
+def kernels_not_installed(ops=None) -> dict[str, list[str]]:
+    """The kernels of each op (of ``ops`` if given) that this installation cannot run, so that
+    ``untried_kernels`` never names them here; ops with none are left out."""
+    missing = {op: sorted(k for k, module in kernels.items() if not module.available())
+               for op, kernels in KERNELS_INSTALLED.items() if ops is None or op in ops}
+    return {op: kernels for op, kernels in missing.items() if kernels}
 
 
 def space_kernels(space) -> tuple[str, ...]:
