@@ -13,7 +13,7 @@ from stuning.kernels.target import H100_BUDGET
 
 from stuning.cli.main import main as cli_main
 from stuning.db import DBEntry, Environment, TimedConfig, TuningDB
-from stuning.suite import SpMMCase
+from stuning.suite import SDDMMCase, SpMMCase
 from stuning.tuning.coverage import (
     CONFIGS_RERANKED,
     KERNELS_JOINED,
@@ -23,7 +23,7 @@ from stuning.tuning.coverage import (
 )
 from stuning.tuning.driver import entry_problem, seeds_from_db
 from stuning.tuning.features import synthetic_spmm_features
-from stuning.tuning.problems import spmm_problem
+from stuning.tuning.problems import build_problem, spmm_problem
 from stuning.tuning.registry import family
 from stuning.tuning.session import key_for, open_db
 
@@ -228,10 +228,31 @@ def test_tune_untried_retunes_the_listed_entries_on_their_keys(db_dir, capsys, f
     assert [open_db().get(k).best.time_us for k in keys] == [5.0, 1.0]
 
 
+@pytest.mark.parametrize("k_strided", [False, True])
+def test_tune_untried_retunes_sddmm_entries_on_their_keys(db_dir, capsys, fake_measuring, k_strided):
+    # An SDDMM entry from before the tiled and dense kernels joined, on a mask of even rows; A read
+    # in place or as a weight gradient's transposed view (keyed at=1).
+    case = SDDMMCase(40, 56, 32, 0.7, "fp32", k_strided=k_strided)
+    features = build_problem(case, device="cpu").features
+    key = key_for(features)
+    assert ("at=1" in key) is k_strided
+    db = open_db()
+    db.put(dataclasses.replace(_entry_of(features, updated="2026-11-23T00:00:00+00:00", time_us=20.0), op="sddmm",
+                               best=TimedConfig({"kernel": "gather"}, 20.0)), key)
+    db.save()
+    listed = json.loads(_cli(capsys, ["db", "untried", "--json"]))["entries"]
+    assert list(listed) == [key] and "tiled" in listed[key]["untried"]
+    fake_measuring.append(10.0)
+    out = json.loads(_cli(capsys, ["tune", "--untried", "--trials", "2", "--json"]))
+    assert [r["key"] for r in out["results"]] == [key] and not out["skipped"], out["skipped"]
+    assert json.loads(_cli(capsys, ["db", "untried", "--json"]))["entries"] == {}
+    assert open_db().get(key).best.time_us == 5.0
+
+
 def test_entries_of_other_ops_are_named_not_retuned():
-    entry = DBEntry(op="sddmm", dtype="float16", features={"m": 64, "n": 64, "k": 16, "density": 0.1},
-                    best=TimedConfig({"kernel": "tiled"}, 20.0), tuner={}, updated="2026-11-23T00:00:00+00:00")
-    problem, why = entry_problem("sddmm|...", entry)
+    entry = DBEntry(op="semi24", dtype="float16", features={"m": 64, "k": 64, "n": 16, "b_t": 1},
+                    best=TimedConfig({"kernel": "triton"}, 20.0), tuner={}, updated="2026-11-23T00:00:00+00:00")
+    problem, why = entry_problem("semi24|...", entry)
     assert problem is None and "pretune" in why
 
 

@@ -159,7 +159,7 @@ def _untried(args) -> int:
                     "an older form of it",
                     ["key", "best kernel", "us", "never tried", "tuned"], rows))
     if rows:
-        con.print("`stuning tune --untried` re-tunes the SpMM ones; `stuning pretune` a model's")
+        con.print("`stuning tune --untried` re-tunes the SpMM and SDDMM ones; `stuning pretune` a model's")
     if not_judged:
         names = "; ".join(f"{op} {', '.join(kernels)}" for op, kernels in not_judged.items())
         # Without this, a listing taken on a machine without those kernels reads as "nothing to tune".

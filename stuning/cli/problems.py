@@ -16,7 +16,8 @@ LAYOUTS = {"k-contiguous": False, "k-strided": True}  # SDDMMCase.k_strided
 
 def add_problem_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("problems (comma-separated lists; every combination is one problem)")
-    g.add_argument("--op", default="spmm", help=f"ops: {', '.join(OPS)} (default spmm)")
+    g.add_argument("--op", default=None, help=f"ops: {', '.join(OPS)} (default spmm; with --suite or "
+                   "--untried, every op)")
     g.add_argument("--shape", default="4096x4096", help="sparse matrix shapes MxK (SDDMM: the mask's MxN)")
     g.add_argument("--n", default="128", help="columns of the dense operand (tokens); SDDMM: the inner K")
     g.add_argument("--sparsity", default="0.9", help="fractions of zeros, e.g. 0.9,0.95 (not for semi24)")
@@ -70,9 +71,9 @@ def parse_fraction(text: str) -> float:
 
 def cases_from_args(args) -> list:
     if args.suite:
-        ops = split_list(args.op, "op", str) if args.op != "spmm" else None
+        ops = split_list(args.op, "op", str) if args.op is not None else None
         return [c for cases in preset(args.suite, ops).values() for c in cases]
-    ops = split_list(args.op, "op", str)
+    ops = split_list(args.op or "spmm", "op", str)
     for op in ops:
         if op not in OPS:
             raise CLIError(f"unknown op {op!r}; choose from {', '.join(OPS)}")

@@ -14,8 +14,8 @@ def register(sub) -> None:
     add_problem_args(p)
     add_search_args(p)
     p.add_argument("--untried", action="store_true",
-                   help="instead of the problem options: re-tune the SpMM entries `stuning db untried` lists "
-                        "(of --op if given), on random inputs with their features")
+                   help="instead of the problem options: re-tune the SpMM and SDDMM entries `stuning db untried` "
+                        "lists (of --op if given), on random inputs with their features")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)
 
@@ -91,7 +91,7 @@ def _untried_jobs(args, db, budget) -> list:
         return tune_problem(problem, strategy=args.strategy, budget=budget, db=db,
                             precompile_as=case_like(problem.features))
 
-    ops = split_list(args.op, "op", str)
+    ops = None if args.op is None else split_list(args.op, "op", str)
     found = untried_entries(db, budget_of(target_spec(db.device_name)), ops)
     return [(key, functools.partial(job, key, entry)) for key, entry, _ in found]
 

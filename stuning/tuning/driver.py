@@ -214,19 +214,24 @@ def case_like(features: ProblemFeatures):
 def entry_problem(key: str, entry, *, seed: int = 0) -> tuple[Problem | None, str | None]:
     """A problem keyed ``key`` on random inputs rebuilt from the entry's features, or (None, why not).
 
-    Only SpMM problems are rebuilt (shape, density, row-length cv, B's layout). Row lengths are
-    random, so a few rows (a CNN layer's 32) may land on another cv bucket: the first of
-    ``ENTRY_SEEDS`` seeds whose matrix has the entry's key is taken, and none is tuned if none has,
-    since its result would be stored beside the entry rather than replace it. Other ops' entries
-    come from models: ``stuning pretune`` re-tunes them.
+    SpMM problems are rebuilt from shape, density, row-length cv and B's layout; SDDMM ones from
+    shape, density and A's layout, on a mask of even rows (a skewed mask, as attention's, lands on
+    another key). Row lengths are random, so a few rows (a CNN layer's 32) may land on another cv
+    bucket: the first of ``ENTRY_SEEDS`` seeds whose matrix has the entry's key is taken, and none is
+    tuned if none has, since its result would be stored beside the entry rather than replace it. 2:4
+    entries are mostly a layer's (X^T, keyed bt=1), which random inputs do not reproduce:
+    ``stuning pretune`` re-tunes them with their model.
     """
-    if entry.op != "spmm":
+    if entry.op not in ("spmm", "sddmm"):
         return None, f"a {entry.op} entry: `stuning pretune` re-tunes it with its model"
     features = ProblemFeatures(entry.op, entry.dtype, dict(entry.features))
     keys = []
     for s in range(seed, seed + ENTRY_SEEDS):
-        problem = spmm_problem(case_like(features), device=measuring_device(), seed=s,
-                               b_transposed=bool(features.values.get("b_t", 0)))
+        if entry.op == "spmm":
+            problem = spmm_problem(case_like(features), device=measuring_device(), seed=s,
+                                   b_transposed=bool(features.values.get("b_t", 0)))
+        else:
+            problem = build_problem(case_like(features), device=measuring_device(), seed=s)
         keys.append(key_for(problem.features))
         if keys[-1] == key:
             return problem, None
