@@ -15,6 +15,16 @@ from dataclasses import dataclass
 import torch
 
 
+def env_list(name: str, default: str, cast=float) -> list:
+    """A comma-separated probe setting from the environment (``PROBE_NS=16,128``), each cast."""
+    return [cast(v) for v in os.environ.get(name, default).split(",")]
+
+
+def env_shapes(name: str, default: str) -> list[tuple[int, int]]:
+    """Shapes from the environment as ``4096x4096,768x3072``."""
+    return env_list(name, default, lambda s: tuple(int(v) for v in s.split("x")))
+
+
 def probe_time_us(fn, smoke: bool) -> float:
     """Median time of ``fn`` in CUDA-graph replays with L2 flushed before every call, as the tuner
     times (a sub-L2 operand stayed resident across warm replays). ``smoke``: through Triton's

@@ -23,7 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_harness import check_close, probe_time_us, write_results  # noqa: E402
+from probe_harness import check_close, env_list, env_shapes, probe_time_us, write_results  # noqa: E402
 
 
 def configs_for(m: int, k: int, n: int, nnz: int):
@@ -45,10 +45,9 @@ def configs_for(m: int, k: int, n: int, nnz: int):
 def main():
     import stuning
 
-    shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ.get(
-        "PROBE_SHAPES", "4096x4096,11008x4096,4096x11008,3072x768,768x3072").split(",")]
-    ns = [int(v) for v in os.environ.get("PROBE_NS", "128,2048").split(",")]
-    sparsities = [float(v) for v in os.environ.get("PROBE_SPARSITIES", "0.8,0.9").split(",")]
+    shapes = env_shapes("PROBE_SHAPES", "4096x4096,11008x4096,4096x11008,3072x768,768x3072")
+    ns = env_list("PROBE_NS", "128,2048", int)
+    sparsities = env_list("PROBE_SPARSITIES", "0.8,0.9")
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator(device="cpu").manual_seed(0)
     rows = []
