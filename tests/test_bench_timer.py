@@ -66,3 +66,13 @@ def test_without_a_gpu_each_path_is_timed_once():
     timer = RecordedTimer({"dense": [9.0], "stuning": [8.0]}, on_gpu=False)
     assert time_row(timer, impls("dense", "stuning")).times_us == {"dense": 9.0, "stuning": 8.0}
     assert [share for _, _, share in timer.calls] == [1.0, 1.0]
+
+
+def test_a_path_whose_launch_outlasts_the_flush_is_timed_in_graphs():
+    """do_bench's flush hides only flush_us of host work; a longer launch would be timed with it."""
+    timer = RowTimer(TimerSettings(graph_below_us=100.0), on_gpu=False)
+    timer.on_gpu, timer.flush_us = True, 80.0
+    method, why = timer.choose({"stuning": (206.0, 148.0), "dense": (24.0, 238.0)})
+    assert method == "cudagraph" and why == "host-bound: stuning 206 us"
+    assert timer.choose({"stuning": (60.0, 148.0), "dense": (24.0, 238.0)}) == ("do_bench", "")
+    assert timer.choose({"stuning": (300.0, 40.0), "dense": (24.0, 238.0)})[1] == "stuning runs in 40 us < 100 us"

@@ -159,8 +159,8 @@ def write_summary(df: pd.DataFrame, path: Path, *, command: str, configs: str, g
             "- one timing method per row (column `timing`, why in `timing_note`): `do_bench` (median, L2 flushed "
             "before each call), or `cudagraph` (median of CUDA-graph replays, each call behind an L2 flush "
             "captured in the graph, less the flush alone) when "
-            f"some implementation of the row runs under {graph_below_us:g} us or launches slower than it "
-            "runs (host time per call, `*host_us`, above its GPU time plus the L2 flush), where do_bench would "
+            f"some implementation of the row runs under {graph_below_us:g} us or is host-bound (host time per "
+            "call, `*host_us`, longer than do_bench's L2 flush, which hides only that much), where do_bench would "
             "time the launch. The implementations of a row are timed in turn, in rounds "
             "(`TimerSettings.rounds`), and each keeps the median of its rounds.")
     lines += [
