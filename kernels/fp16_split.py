@@ -18,6 +18,10 @@ non-finite, as from a dense product (the tiles multiply their zeros too).
 Two launches: the columns' largest magnitudes (atomic maxima over K blocks), then the split, which
 writes the stack in X's orientation (X^T's when K is contiguous, a linear layer's input) so that
 the scatter kernel reads it by TMA either way.
+
+The tiled SDDMM splits both of its dense operands per call: B as X above, and A (M x K) through
+its transpose, as the left-hand stack [A_hi | A_hi | A_lo] (``lhs=True``: the weights' order, rows
+scaled apart), so that the same three products pair up.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import triton.language as tl
 
 PARTS = 3  # K blocks of A's image and of X's stack (the formats' fp16_parts builds A's alike)
 LAUNCHES = 2  # split_x's: the columns' maxima, then the split
+LO_SCALE = 2048.0  # 2^11: lo parts scaled into fp16's normal range (the formats' fp16_parts uses the same)
 BLOCK_K = 64
 BLOCK_N = 64
 
@@ -46,7 +51,7 @@ def _column_amax_kernel(x_ptr, amax_ptr, K, N, stride_xk, stride_xn, BLOCK_K: tl
 
 @triton.jit
 def _split_kernel(x_ptr, amax_ptr, out_ptr, col_factor_ptr, K, N, stride_xk, stride_xn, stride_ok, stride_on,
-                  LO: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+                  LO: tl.constexpr, LHS: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_k = tl.program_id(0)
     offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -64,16 +69,23 @@ def _split_kernel(x_ptr, amax_ptr, out_ptr, col_factor_ptr, K, N, stride_xk, str
     rest = xs - hi.to(tl.float32)
     lo = tl.where(rest == rest, rest * LO, 0.0).to(tl.float16)  # inf - inf: inf's lo is 0
     out = out_ptr + offs_k[:, None] * stride_ok + offs_n[None, :] * stride_on
-    tl.store(out, (hi.to(tl.float32) * LO).to(tl.float16), mask=ok)
-    tl.store(out + K * stride_ok, lo, mask=ok)
-    tl.store(out + 2 * K * stride_ok, hi, mask=ok)
+    if LHS:
+        tl.store(out, hi, mask=ok)
+        tl.store(out + K * stride_ok, hi, mask=ok)
+        tl.store(out + 2 * K * stride_ok, lo, mask=ok)
+    else:
+        tl.store(out, (hi.to(tl.float32) * LO).to(tl.float16), mask=ok)
+        tl.store(out + K * stride_ok, lo, mask=ok)
+        tl.store(out + 2 * K * stride_ok, hi, mask=ok)
     if pid_k == 0:
         tl.store(col_factor_ptr + offs_n, ((254 - scale_exp) << 23).to(tl.float32, bitcast=True), mask=n_ok)
 
 
-def split_x(x: torch.Tensor, lo_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def split_x(x: torch.Tensor, lo_scale: float = LO_SCALE, *, lhs: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(X's fp16 stack [L X_hi ; X_lo ; X_hi] (3K x N), the columns' factors 1 / c) of an fp32 X, for
-    lo parts scaled by ``lo_scale`` (L, the weights' 2^11).
+    lo parts scaled by ``lo_scale`` (L, the weights' 2^11). With ``lhs`` the stack is the left-hand
+    operand's order [X_hi ; X_hi ; X_lo] (X = A^T for an A of M x K: its transpose is A's image), which
+    the right-hand stack pairs with.
     The stack is N-contiguous, or, where X is K-contiguous (X^T's view), the view of an N x 3K
     K-contiguous tensor; either way its rows (columns) start 16-byte aligned, as TMA reads them."""
     if x.dtype != torch.float32 or x.dim() != 2:
@@ -91,7 +103,7 @@ def split_x(x: torch.Tensor, lo_scale: float) -> tuple[torch.Tensor, torch.Tenso
     grid = (triton.cdiv(k, BLOCK_K), triton.cdiv(n, BLOCK_N))
     _column_amax_kernel[grid](x, amax, k, n, x.stride(0), x.stride(1), BLOCK_K=BLOCK_K, BLOCK_N=BLOCK_N)
     _split_kernel[grid](x, amax, stack, col_factor, k, n, x.stride(0), x.stride(1), stack.stride(0), stack.stride(1),
-                        LO=lo_scale, BLOCK_K=BLOCK_K, BLOCK_N=BLOCK_N)
+                        LO=lo_scale, LHS=lhs, BLOCK_K=BLOCK_K, BLOCK_N=BLOCK_N)
     return stack, col_factor
 
 

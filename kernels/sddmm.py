@@ -241,12 +241,14 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     contiguous axis; BENCHMARKS.md 9c), so A is copied only where M is ragged, and not even then
     where one step covers K and a program runs several tiles: its band of A is read once a run, and
     the copy cost more (attention at L = 4096: 13.1 us copied, 10.8 read in place). B is copied for
-    the tiled kernel in fp32 only: its TF32 products ran 1.6x slower on B tiles not K-major, where
-    fp16/bf16 ran alike. cuBLAS, the dense kernel, takes any layout. A copy costs a pass over the
+    the tiled kernel only where fp32 multiplies as TF32 products (``tf32x3``): they ran 1.6x slower
+    on B tiles not K-major, where fp16/bf16 ran alike (fp32's fp16 parts are fp16 tiles, split from B
+    in one pass whatever its layout). cuBLAS, the dense kernel, takes any layout. A copy costs a pass over the
     operand, which PyTorch's transposing copy makes well below the memory's speed: with a 16 MB A
     copied, the tiled kernel at K = 2048 took ~40-50 us more than with A read in place (9a, 9c).
     """
-    copy_a, copy_b = copies_for(config, a.shape[0], a.shape[1], fp32=a.dtype == torch.float32)
+    tf32 = a.dtype == torch.float32 and not sddmm_tiled.fp16_parts(a.dtype, a.device)
+    copy_a, copy_b = copies_for(config, a.shape[0], a.shape[1], tf32x3=tf32)
     if copy_a and is_k_strided(a, 1):
         a = a.contiguous()
     if copy_b and is_k_strided(b, 0):
@@ -254,15 +256,16 @@ def operands_for(config: SDDMMConfig, a: torch.Tensor, b: torch.Tensor) -> tuple
     return a, b
 
 
-def copies_for(config: SDDMMConfig, m: int, k: int, *, fp32: bool) -> tuple[bool, bool]:
+def copies_for(config: SDDMMConfig, m: int, k: int, *, tf32x3: bool) -> tuple[bool, bool]:
     """Whether ``config``'s kernel gets A (M x K), and B, copied K-contiguous when K is strided in
-    them (``operands_for``; the cost model charges the copies)."""
+    them (``operands_for``; the cost model charges the copies). ``tf32x3``: fp32 tiles multiply as
+    TF32 products (not fp16 parts)."""
     if config.kernel == "dense":
         return False, False
     if config.kernel == "gather":
         return True, True
     ragged_m = m % config.block_m != 0
-    return ragged_m and not config.reads_band_once_a_run(k), fp32
+    return ragged_m and not config.reads_band_once_a_run(k), tf32x3
 
 
 def is_k_strided(x: torch.Tensor, k_axis: int) -> bool:

@@ -5,8 +5,16 @@ tiles and their nonzeros come from ``stuning.formats.output_tiles``, built once 
 tiling). For each tile the program computes the whole tile of A @ B with ``tl.dot`` over K, then
 picks the tile's nonzeros out of the accumulator, CHUNK at a time, and stores
 ``alpha * acc + beta * mask`` at their indices in the CSR values. When K fits one step (attention's
-K <= 128), the band of A is loaded once per run and only B's tiles are read per tile. fp32 tiles
-multiply as three TF32 products on GPUs with TF32 (``_precision``), within fp32's tolerance.
+K <= 128), the band of A is loaded once per run and only B's tiles are read per tile.
+
+fp32 tiles multiply on the fp16 tensor cores (``fp16_parts``): A and B are split per call into
+fp16 parts (``kernels/fp16_split.py``; rows of A and columns of B scaled by powers of two apart) and
+the tiles are one fp16 product three K blocks deep, [A_hi | A_hi | A_lo] [2^11 B_hi ; B_lo ; B_hi],
+scaled back before the pick (``SCALED``). fp16's rate is twice TF32's, and the three TF32 products
+of ``tf32x3`` (the exact dot elsewhere: GPUs before sm_80, and ``fp16_parts=False``) ran at a sixth of
+its peak (BENCHMARKS.md 7n). The tensor cores' fp32 sums of a deep product drift (about 2^-25 lost at
+every 16-deep step, biased: 2e-5 at K = 4096 in the SpMM's probe, BENCHMARKS.md 9l), so the
+product's sum moves into a second accumulator every FLUSH_K of the stack (``FLUSH``).
 
 Why tiles: the gather kernel (``sddmm.py``) reads a row of A and a column of B per nonzero, about
 2 K elements of L2 traffic each, on CUDA cores. A tile reads (BLOCK_M + BLOCK_N) K elements for
@@ -36,7 +44,12 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from stuning.kernels import fp16_split
 from stuning.kernels.target import DeviceBudget, device_budget, interpreting
+
+# fp32's fp16-parts products: the MMA's fp32 sum moves into a second accumulator every FLUSH_K of
+# the (3K-deep) product (the scatter SpMM's value: errors of 3.0-3.4e-7 at K = 4096, BENCHMARKS 9l).
+FLUSH_K = 256
 
 
 @triton.jit(do_not_specialize=["M", "N", "K"])
@@ -55,6 +68,9 @@ def _sddmm_tiled_kernel(
     a_ptr,
     b_ptr,
     out_ptr,
+    # fp32 as fp16 parts (SCALED): the factors of A's rows and B's columns, 2^-11 folded into alpha
+    row_factor_ptr,
+    col_factor_ptr,
     M,
     N,
     K,
@@ -78,6 +94,8 @@ def _sddmm_tiled_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     STAGE_IN_OUTPUT_DTYPE: tl.constexpr,
+    SCALED: tl.constexpr,
+    FLUSH: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if RUN == 1:
@@ -115,6 +133,8 @@ def _sddmm_tiled_kernel(
                 b_ptr, dest_ptr, local_ptr, _at(cols, i + 1), _at(starts, i + 1), more, N, K, stride_bk,
                 stride_bn, BLOCK_N, BLOCK_K, CHUNK, EVEN_K, EVEN_N, UPCAST)
             acc = tl.dot(a_band, b, input_precision=PRECISION)
+            if SCALED:
+                acc = _scale(acc, row_factor_ptr, col_factor_ptr, offs_m, _at(cols, i), M, N, BLOCK_N)
             _pick(acc, dest, pos, _at(starts, i), _at(ends, i), local_ptr, dest_ptr, mask_val_ptr, out_ptr,
                   alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA, STAGE_IN_OUTPUT_DTYPE)
             b, dest, pos = b_next, dest_next, pos_next
@@ -133,13 +153,33 @@ def _sddmm_tiled_kernel(
             start = tl.load(tile_ptr + t)
             end = tl.load(tile_ptr + t + 1)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            if FLUSH > 0:
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for k0 in range(0, K, BLOCK_K):
                 a = _load_operand(a_rows, k0, stride_ak, m_ok, K, 1, BLOCK_K, EVEN_K, UPCAST)
                 b = _load_operand(b_cols, k0, stride_bk, n_ok, K, 0, BLOCK_K, EVEN_K, UPCAST)
+                # Apart so the constexpr test drops the branch at compile time; Triton's `and`
+                # would not fold a constexpr with a tensor.
+                if FLUSH > 0:  # noqa: SIM102
+                    if (k0 > 0) & ((k0 // BLOCK_K) % FLUSH == 0):
+                        total += acc
+                        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
                 acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            if FLUSH > 0:
+                acc += total
+            if SCALED:
+                acc = _scale(acc, row_factor_ptr, col_factor_ptr, offs_m, tn, M, N, BLOCK_N)
             dest, pos = _load_entries(dest_ptr, local_ptr, start, t < last, CHUNK)
             _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr,
                   alpha, beta, BLOCK_M, BLOCK_N, CHUNK, HAS_BETA, STAGE_IN_OUTPUT_DTYPE)
+
+
+@triton.jit
+def _scale(acc, row_factor_ptr, col_factor_ptr, offs_m, tn, M, N, BLOCK_N: tl.constexpr):
+    """The parts' product back to A @ B's scale: times A's rows' and B's columns' factors."""
+    offs_n = tn.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = acc * tl.load(row_factor_ptr + offs_m, mask=offs_m < M, other=0.0)[:, None]
+    return acc * tl.load(col_factor_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
 
 
 @triton.jit
@@ -217,12 +257,22 @@ def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr
         tl.store(out_ptr + dest, result.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+def fp16_parts(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether fp32 tiles multiply as fp16 parts (module docstring): on GPUs with TF32's generation of
+    tensor cores (sm_80 and up; older ones keep the exact dot, as the cost model assumes), and in the
+    interpreter, which computes the parts' product in fp32 (so the CPU tests run the split path)."""
+    if dtype != torch.float32:
+        return False
+    return device.type != "cuda" or device_budget(device.index).compute_capability >= (8, 0)
+
+
 def _precision(dtype: torch.dtype, upcast: bool, device: torch.device) -> str:
-    """The tensor-core precision of the tile products. fp16/bf16 use their own. fp32 inputs use
-    three TF32 products (``tf32x3``: each operand split into a TF32 high part and the rest), which
-    stays within fp32's tolerance where one TF32 product would not (~1e-6 against ~1e-3 relative),
-    on tensor cores: Triton's exact ``ieee`` dot runs on CUDA cores at a tenth of their FMA peak
-    (BENCHMARKS.md 7d). GPUs before sm_80 have no TF32, and the interpreter computes in fp32 anyway."""
+    """The tensor-core precision of fp32 tile products where they are not fp16 parts. fp16/bf16 use
+    their own. fp32 inputs use three TF32 products (``tf32x3``: each operand split into a TF32 high
+    part and the rest), which stays within fp32's tolerance where one TF32 product would not (~1e-6
+    against ~1e-3 relative), on tensor cores: Triton's exact ``ieee`` dot runs on CUDA cores at a
+    tenth of their FMA peak (BENCHMARKS.md 7d). GPUs before sm_80 have no TF32, and the interpreter
+    computes in fp32 anyway."""
     if dtype != torch.float32 and not upcast:
         return "tf32"  # ignored for 16-bit inputs
     if upcast or device.type != "cuda" or device_budget(device.index).compute_capability < (8, 0):
@@ -243,10 +293,12 @@ def sddmm_tiled(
     num_stages: int,
     tiles_per_program: int = 1,
     out: torch.Tensor | None = None,
+    parts: bool | None = None,
 ) -> torch.Tensor:
     """Launch the tiled kernel on a mask's ``OutputTiles`` (its block_m, block_n and chunk are the
     kernel's), each program taking up to ``tiles_per_program`` consecutive tiles of one band of
-    rows; A, B, the values and ``out`` are validated by the caller (``sddmm.sddmm``)."""
+    rows; A, B, the values and ``out`` are validated by the caller (``sddmm.sddmm``). ``parts``:
+    fp32 as fp16 parts (None: where ``fp16_parts`` says; False: ``tf32x3``, to compare the two)."""
     if not (tiles.local.device == tiles.dest.device == a.device):
         raise ValueError(f"sddmm_tiled: the mask's tiles are on {tiles.dest.device}, A on {a.device}")
     if tiles.tile_ptr.numel() != tiles.count + 1 or tiles.local.numel() != tiles.entries:
@@ -263,6 +315,14 @@ def sddmm_tiled(
         raise ValueError(f"sddmm_tiled: tiles_per_program must be a power of two, got {tiles_per_program}")
     upcast = interpreting()
     run_ptr = tiles.runs(tiles_per_program)
+    scaled = fp16_parts(a.dtype, a.device) if parts is None else bool(parts) and a.dtype == torch.float32
+    row_factor = col_factor = out
+    if scaled:
+        # A^T's columns are A's rows: its left-hand stack, transposed back, is A's image (M x 3K).
+        a_stack, row_factor = fp16_split.split_x(a.t(), lhs=True)
+        b, col_factor = fp16_split.split_x(b)
+        a, k = a_stack.t(), fp16_split.PARTS * k
+        alpha = alpha / fp16_split.LO_SCALE
     _sddmm_tiled_kernel[(run_ptr.numel() - 1,)](
         run_ptr,
         tiles.tile_m,
@@ -274,6 +334,8 @@ def sddmm_tiled(
         a,
         b,
         out,
+        row_factor,
+        col_factor,
         m,
         n,
         k,
@@ -296,7 +358,9 @@ def sddmm_tiled(
         UPCAST=upcast,
         PRECISION=_precision(a.dtype, upcast, a.device),
         # The interpreter's bf16 arithmetic is wrong: bf16 stages in fp32 there, as fp32 inputs do.
-        STAGE_IN_OUTPUT_DTYPE=a.dtype == torch.float16 or (a.dtype == torch.bfloat16 and not upcast),
+        STAGE_IN_OUTPUT_DTYPE=out.dtype == torch.float16 or (out.dtype == torch.bfloat16 and not upcast),
+        SCALED=scaled,
+        FLUSH=FLUSH_K // block_k if scaled and k > FLUSH_K else 0,
         num_warps=num_warps,
         num_stages=num_stages,
     )

@@ -307,10 +307,12 @@ def test_fp32_sddmm_without_tf32_is_not_sent_to_the_exact_fp32_dot(m, n, k, dens
 @pytest.mark.parametrize("density", [0.3, 0.1])
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 256), (4096, 4096, 2048)])
 @pytest.mark.filterwarnings("ignore::stuning.db.tuning_db.StaleEntriesWarning")  # only its fit is read
-def test_fp32_sddmm_takes_tf32x3_tiles_where_they_won(m, n, k, density):
+def test_fp32_sddmm_takes_the_tiles_where_even_tf32x3_ones_won(m, n, k, density):
     """Recorded on the H200 (BENCHMARKS 7n): with three TF32 products per fp32 tile the tiled kernel
     ran 126-139 us (K = 256) and 860-865 us (K = 2048) at 70-90% zeros, against 194-555 and
-    1462-4282 us for the gather kernel; 64-row tiles on 8 warps ran 2x slower and are out."""
+    1462-4282 us for the gather kernel; 64-row tiles on 8 warps ran 2x slower and are out. fp32 tiles
+    now multiply as fp16 parts (three fp16 products at twice TF32's rate, plus the split's pass), so
+    the tiled kernel must stay the pick there."""
     from stuning.db import TuningDB
     from stuning.db.paths import shipped_dir
     from stuning.tuning.session import model_for

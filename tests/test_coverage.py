@@ -22,7 +22,7 @@ from stuning.tuning.coverage import (
     untried_kernels,
 )
 from stuning.tuning.driver import entry_problem, seeds_from_db
-from stuning.tuning.features import synthetic_spmm_features
+from stuning.tuning.features import synthetic_sddmm_features, synthetic_spmm_features
 from stuning.tuning.problems import build_problem, spmm_problem
 from stuning.tuning.registry import family
 from stuning.tuning.session import key_for, open_db
@@ -154,6 +154,24 @@ def test_a_kernel_whose_configs_were_reranked_counts_as_untried_where_it_won(sca
     assert untried_kernels(entry("scatter", before), H100_BUDGET) == (["scatter"] if listed else [])
     assert untried_kernels(entry("scatter", reranked), H100_BUDGET) == []
     assert "scatter" not in untried_kernels(entry("csr", reranked), H100_BUDGET)
+
+
+@pytest.mark.parametrize("dtype, listed", [("float32", True), ("float16", False)])
+def test_fp32_sddmm_entries_from_before_the_fp16_parts_search_the_tiles_again(dtype, listed):
+    # fp32 tiles became fp16 parts (not tf32x3): an fp32 entry from before, whichever kernel won,
+    # lists the tiled kernel; a 16-bit entry's tiles did not change.
+    features = dict(synthetic_sddmm_features(4096, 4096, 2048, 0.05, dtype).values)
+    rebuilt = KERNELS_REBUILT["sddmm"]["tiled"]
+    searched = ["dense", "gather", "tiled"]
+
+    def entry(kernel, updated):
+        return DBEntry(op="sddmm", dtype=dtype, features=features, best=TimedConfig({"kernel": kernel}, 400.0),
+                       tuner={"kernels": searched}, updated=updated)
+
+    before = "2026-11-26T09:20:52+00:00"
+    for kernel in searched:
+        assert untried_kernels(entry(kernel, before), H100_BUDGET) == (["tiled"] if listed else []), kernel
+        assert untried_kernels(entry(kernel, rebuilt), H100_BUDGET) == []
 
 
 def test_sliced_ell_counts_as_rebuilt_only_where_it_cuts_rows(scatter_in_space, monkeypatch):

@@ -33,10 +33,10 @@ def parts_product(a: CSRMatrix, x: torch.Tensor) -> torch.Tensor:
     return (parts.to_dense().double() @ stack.double()) * row_factor.double()[:, None] * col_factor.double()[None, :]
 
 
-def ranged(m: int, k: int, n: int, gen: torch.Generator):
-    """A sparse fp32 A and a dense X whose rows and columns span fp32's range: rows of A at 1e-30 and
-    3e4, columns of X at 1e5 and 1e-7, a zero row and a zero column."""
-    dense = random_sparse(m, k, 0.3, torch.float32, gen)
+def ranged(m: int, k: int, n: int, gen: torch.Generator, density: float = 0.3):
+    """An fp32 A (sparse, ``density`` of it kept) and a dense X whose rows and columns span fp32's
+    range: rows of A at 1e-30 and 3e4, columns of X at 1e5 and 1e-7, a zero row and a zero column."""
+    dense = random_sparse(m, k, density, torch.float32, gen)
     dense[1] *= 1e-30
     dense[2] *= 3e4
     dense[3] = 0
@@ -78,6 +78,29 @@ def test_split_keeps_x_orientation_and_tma_alignment(gen):
     assert float(((back - x).abs() / x.abs().clamp_min(1e-30)).max()) < 2**-21
 
 
+@pytest.mark.parametrize("a_mcontig", [False, True], ids=["a", "a^T-view"])
+def test_left_hand_stack_pairs_with_the_right_hand_one(gen, a_mcontig):
+    """The tiled SDDMM's operands: A (M x K) through its transpose as [A_hi | A_hi | A_lo] (rows
+    scaled), B as [2^11 B_hi ; B_lo ; B_hi] (columns scaled); their product, scaled back, is A @ B to
+    about 2^-22 of its terms, whatever the rows' and columns' ranges."""
+    m, k, n = 21, 90, 17
+    a, b = ranged(m, k, n, gen, density=1.0)
+    if a_mcontig:
+        a = a.t().contiguous().t()  # a weight gradient's dY^T
+    a_stack, row_factor = split_x(a.t(), lhs=True)
+    b_stack, col_factor = split_x(b)
+    image = a_stack.t()
+    assert image.shape == (m, PARTS * k) and image.dtype == torch.float16
+    hi, lo = image[:, :k].float(), image[:, 2 * k:].float()
+    assert torch.equal(image[:, k:2 * k].float(), hi)  # no 2^11 on the left: the right's first block has it
+    assert float(((hi + lo / LO_SCALE) * row_factor[:, None] - a).abs().max()) <= 2**-21 * float(a.abs().max())
+    y = (image.double() @ b_stack.double()) * row_factor.double()[:, None] * col_factor.double()[None, :] / LO_SCALE
+    ref = a.double() @ b.double()
+    bound = a.double().abs() @ b.double().abs()
+    assert float(((y - ref).abs() / bound.clamp_min(1e-300)).max()) < 4e-7
+    assert y[3].abs().max() == 0
+
+
 def test_split_rejects_what_it_cannot_split():
     with pytest.raises(TypeError, match="fp32"):
         split_x(torch.zeros(4, 4, dtype=torch.float16), LO_SCALE)
@@ -103,6 +126,7 @@ def test_fp32_tiles_hold_the_parts(gen):
     parts, factor = fp16_parts(a)
     assert tiles.shape == (70, 150) and tiles.tile_k == 450 and tiles.parts == PARTS
     assert PARTS == fp16_split.PARTS, "the format's blocks must be the split's"
+    assert LO_SCALE == fp16_split.LO_SCALE, "A's lo parts and X's are scaled alike"
     assert tiles.dtype == torch.float32 and tiles.lo_scale == LO_SCALE and tiles.row_factor is factor
     assert torch.equal(tiles.to_dense(), parts.to_dense())
     assert tiles.tile_ptr.numel() == 2 * 8 + 1  # two bands, ceil(450 / 64) K tiles each

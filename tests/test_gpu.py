@@ -22,6 +22,7 @@ from naive import (
     randn,
     random_24,
     random_sparse,
+    rel_err,
     sample_configs,
     sddmm_ref,
     semi24_ref,
@@ -37,6 +38,7 @@ from stuning.kernels import spmm_sell as sell_kernel
 import stuning
 from stuning import CSRMatrix, Semi24Matrix, SlicedELLMatrix
 from stuning.formats import capacity as capacity_format
+from stuning.formats import output_tiles
 
 pytestmark = pytest.mark.gpu
 
@@ -302,6 +304,35 @@ def test_sddmm_tiled_ragged_shape_and_k_tail(device_gen, dtype, tol):
     for cfg in sample_configs(tiled, 6, seed=41):
         out = stuning.sddmm(mask, a, b, alpha=-0.5, beta=2.0, config=cfg)
         assert_close(out.values, ref, tol, str(cfg))
+
+
+@pytest.mark.parametrize("k", [256, 2048])
+@pytest.mark.parametrize("bm,bn,bk,warps", [(128, 128, 64, 8), (128, 64, 32, 4)])
+def test_sddmm_tiled_fp32_as_fp16_parts(device_gen, k, bm, bn, bk, warps):
+    # fp32 tiles multiply as one fp16 product of the operands' parts, 3K deep, its sums flushed every
+    # FLUSH_K: as accurate as SGEMM (TF32 off), and as the tf32x3 tiles it replaced.
+    m, n = 1024, 1024
+    mask_dense = random_sparse(m, n, 0.1, torch.float32, device_gen)
+    a = randn(m, k, dtype=torch.float32, gen=device_gen)
+    b = randn(k, n, dtype=torch.float32, gen=device_gen)
+    mask = CSRMatrix.from_dense(mask_dense)
+    rows, cols = mask.row_ids().long(), mask.col.long()
+    ref = sddmm_ref(mask_dense, a, b, 0.5)[rows, cols]
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        sgemm = rel_err((0.5 * (a @ b))[rows, cols], ref)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    tiles = output_tiles(mask, bm, bn, 64)
+    assert sddmm_tiled.fp16_parts(torch.float32, a.device)
+    errors = {}
+    for parts in (True, False):
+        out = sddmm_tiled.sddmm_tiled(tiles, mask.values, a, b, alpha=0.5, beta=0.0, block_k=bk,
+                                      num_warps=warps, num_stages=3, parts=parts)
+        errors[parts] = rel_err(out, ref)
+    assert errors[True] <= max(4 * sgemm, 1e-6), (errors, sgemm)
+    assert errors[False] <= max(4 * sgemm, 1e-6), (errors, sgemm)
 
 
 # ---------------------------------------------------------------------------------------- 2:4

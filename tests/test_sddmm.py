@@ -247,14 +247,16 @@ def test_weight_gradient_layouts_are_read_k_contiguous(gen, device, monkeypatch,
     check(out, mask, sddmm_ref(mask_dense, a, b), tol, kernel)
     # What each kernel was handed: the gather kernel K-contiguous rows of A and columns of B; the
     # tiled kernel A's rows where M is ragged (A as given where M is whole tiles), and B's columns
-    # in fp32 only; the dense kernel (cuBLAS) the views as given.
+    # where fp32 multiplies as TF32 products, not fp16 parts; the dense kernel (cuBLAS) the views as
+    # given. fp32's fp16 parts are stacks the split writes in A's and B's orientations.
     assert spy.strides == ([((k, 1), (1, k))] if kernel == "gather" else [])
     if kernel != "tiled":
         assert tiled_strides == []
         return
     assert (m % cfg.block_m == 0) == (m == 64)
     a_tiled = (k, 1) if m % cfg.block_m else (1, m)
-    b_tiled = (1, k) if dtype == torch.float32 else (n, 1)
+    tf32x3 = dtype == torch.float32 and not sddmm_kernel.sddmm_tiled.fp16_parts(dtype, torch.device(device))
+    b_tiled = (1, k) if tf32x3 else (n, 1)
     assert tiled_strides == [(a_tiled, b_tiled)]
 
 

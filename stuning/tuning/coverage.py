@@ -10,7 +10,8 @@ each kernel joined its op's space, against the entry's ``updated``.
 A kernel rebuilt to run faster under the same configs (no new kernel revision: its configs and
 results stay valid) lost its searches to other kernels on times it no longer runs at. An entry
 updated before the rebuild whose best is another kernel counts that kernel as untried too, where
-the rebuild changed the entry's problem (``REBUILT_FOR``: sliced ELL's cut rows, only skewed ones).
+the rebuild changed the entry's problem (``REBUILT_FOR``: sliced ELL's cut rows, only skewed ones;
+the tiled SDDMM kernel's fp16 parts, only fp32).
 A launch change that re-ranked a kernel's own configs (``CONFIGS_RERANKED``) counts that kernel as
 untried for entries it won before the change, on the problems the change touched.
 
@@ -46,25 +47,35 @@ KERNELS_JOINED: dict[str, dict[str, str]] = {
 # a ring, split-K slices, tile lists of one capacity (BENCHMARKS.md 7y-8b): 4096 x 4096 at N = 128
 # from 19.2 to 15.2 us; then two splits as a cluster (8u): 14.5 to 11.3-11.8 us at 95% zeros. The
 # sliced-ELL capacity (8f) moved its rows within noise, so it is absent.
+# The tiled SDDMM kernel: fp32 tiles as one fp16 product of the operands' parts, in place of three
+# TF32 products (BENCHMARKS.md 9o).
 KERNELS_REBUILT: dict[str, dict[str, str]] = {
     "spmm": {"scatter": "2026-11-25T23:51:04+00:00", "sell": "2026-11-25T15:48:44+00:00"},
+    "sddmm": {"tiled": "2026-12-07T02:50:00+00:00"},
 }
 
 
-def _rows_to_cut(features: dict) -> bool:
+def _rows_to_cut(entry: DBEntry) -> bool:
+    features = entry.features
     return features.get("row_max", 0) > CUT_SLACK * features.get("row_mean", 0)
 
 
-# The problems a rebuild changed, where not all (features -> whether it did). Sorted sliced ELL cuts
+def _fp32(entry: DBEntry) -> bool:
+    return entry.dtype == "float32"
+
+
+# The problems a rebuild changed, where not all (entry -> whether it did). Sorted sliced ELL cuts
 # rows longer than their share (a283186: 768 x 3072 at N = 128, 95% zeros, rows of cv 0.4 from 14.1
 # to 9.3 us, BENCHMARKS.md 8n); where no row is longer than CUT_SLACK x the mean, nothing is cut.
-REBUILT_FOR: dict[str, dict[str, Callable[[dict], bool]]] = {
+# The tiled SDDMM kernel's fp16 parts change only fp32 tiles.
+REBUILT_FOR: dict[str, dict[str, Callable[[DBEntry], bool]]] = {
     "spmm": {"sell": _rows_to_cut},
+    "sddmm": {"tiled": _fp32},
 }
 
 
-def _four_split_clusters(features: dict) -> bool:
-    return 64 <= features.get("n", 0) <= 512
+def _four_split_clusters(entry: DBEntry) -> bool:
+    return 64 <= entry.features.get("n", 0) <= 512
 
 
 # Launch changes that re-ranked a kernel's own configs, not only its time against other kernels'
@@ -75,8 +86,11 @@ def _four_split_clusters(features: dict) -> bool:
 # N = 128, 90% zeros, ran 6.2 us on an even-row entry's four-split config and 9.8 us on its own
 # entry's eight-split one, tuned before the clusters (BENCHMARKS.md 8x). From N = 2048 the bands fill
 # the GPU without splits.
-CONFIGS_RERANKED: dict[str, dict[str, tuple[str, Callable[[dict], bool]]]] = {
+# fp32 SDDMM tiles as fp16 parts halve a tile's shared memory and MMA time and add a pass that
+# splits A and B, so the tile shapes and depths that won under tf32x3 need not win now.
+CONFIGS_RERANKED: dict[str, dict[str, tuple[str, Callable[[DBEntry], bool]]]] = {
     "spmm": {"scatter": ("2026-11-26T01:19:10+00:00", _four_split_clusters)},
+    "sddmm": {"tiled": (KERNELS_REBUILT["sddmm"]["tiled"], _fp32)},
 }
 
 
@@ -122,10 +136,10 @@ def untried_kernels(entry: DBEntry, budget: DeviceBudget) -> list[str]:
     rebuilt = KERNELS_REBUILT.get(entry.op, {})
     touched = REBUILT_FOR.get(entry.op, {})
     older = {k for k in current if k in rebuilt and updated < parse_timestamp(rebuilt[k])
-             and entry.best.config.get("kernel") != k and touched.get(k, lambda f: True)(entry.features)}
+             and entry.best.config.get("kernel") != k and touched.get(k, lambda e: True)(entry)}
     best = entry.best.config.get("kernel")
     reranked = CONFIGS_RERANKED.get(entry.op, {}).get(best)
-    if best in current and reranked and updated < parse_timestamp(reranked[0]) and reranked[1](entry.features):
+    if best in current and reranked and updated < parse_timestamp(reranked[0]) and reranked[1](entry):
         older.add(best)
     return sorted(never | older)
 

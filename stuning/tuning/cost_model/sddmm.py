@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from stuning.kernels import fp16_split
 from stuning.kernels.sddmm import SDDMMConfig, copies_for
 from stuning.kernels.sddmm_tiled import registers_per_thread, shared_memory_bytes
 from stuning.tuning.cost_model.base import (
@@ -33,8 +34,8 @@ _PICK_OPS = 16
 # 67 TFLOP/s FMA peak, on every shape of the first table (32x32x32 tiles, 4 warps; BENCHMARKS 7d):
 # a tenth of the peak. GPUs without TF32 (before sm_80) still take it.
 _IEEE_DOT_FRACTION = 0.1
-# Elsewhere fp32 tiles multiply as three TF32 products ("tf32x3", kernels/sddmm_tiled.py).
-_TF32X3_PASSES = 3
+# Elsewhere fp32 tiles multiply as fp16 parts (kernels/sddmm_tiled.py): one fp16 product of A's and
+# B's stacks, PARTS times K deep, after splitting both per call.
 
 
 def terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
@@ -56,7 +57,7 @@ def _copies_us(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> floa
     if not f.values.get("a_t"):
         return 0.0
     m, n, k = f["m"], f["n"], f["k"]
-    copy_a, copy_b = copies_for(cfg, m, k, fp32=f.dtype == "float32")
+    copy_a, copy_b = copies_for(cfg, m, k, tf32x3=f.dtype == "float32" and not fp16_parts(f, device))
     sizes = [size for size, copy in ((m * k, copy_a), (k * n, copy_b)) if copy]
     return sum(memory_us(2 * size * DTYPE_BYTES[f.dtype], 0.0, device) + LAUNCH_US for size in sizes)
 
@@ -115,10 +116,22 @@ def nonempty_tiles(f: ProblemFeatures, block_m: int, block_n: int) -> float:
     return min(tiles * -math.expm1(cells * math.log1p(-density)) if density < 1 else tiles, f["nnz"])
 
 
+def fp16_parts(f: ProblemFeatures, device: DeviceSpec) -> bool:
+    """Whether the tiled kernel multiplies this problem as fp16 parts (``sddmm_tiled.fp16_parts``)."""
+    return f.dtype == "float32" and tuple(device.compute_capability) >= (8, 0)
+
+
 def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
     """Dense tiles of A @ B on tensor cores for every nonempty tile; only the nonzeros are written."""
     m, n, k = f["m"], f["n"], max(1, f["k"])
-    elt = DTYPE_BYTES[f.dtype]
+    out_elt = elt = DTYPE_BYTES[f.dtype]
+    parts = fp16_parts(f, device)
+    split_bytes = 0
+    if parts:
+        # The split reads A and B twice (their maxima, then the parts) and writes stacks of PARTS x K
+        # fp16 columns, which the tiles then read as an fp16 problem that deep.
+        split_bytes = (m + n) * k * (2 * elt + fp16_split.PARTS * 2)
+        elt, k = 2, fp16_split.PARTS * k
     idx = f.values.get("idx_bytes", 4)
     nnz = max(1, f["nnz"])
     bm, bn, chunk = cfg.block_m, cfg.block_n, cfg.chunk
@@ -137,12 +150,12 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     bands = max(1.0, min(math.ceil(m / bm), tiles))
     programs = bands * math.ceil(tiles / bands / cfg.tiles_per_program)
     a_reads = programs if cfg.reads_band_once_a_run(k) else tiles
-    run_bytes = max(1.0, per_tile / min(bm, m)) * elt
-    out_l2 = nnz * elt / sector_efficiency(run_bytes)
-    dram = (m * k + k * n) * elt + nnz * elt + meta
+    run_bytes = max(1.0, per_tile / min(bm, m)) * out_elt
+    out_l2 = nnz * out_elt / sector_efficiency(run_bytes)
+    dram = (m * k + k * n) * elt + nnz * out_elt + meta + split_bytes
     l2 = (tiles * bn + a_reads * bm) * k_padded * elt + out_l2 + meta
-    if f.dtype == "float32" and tuple(device.compute_capability) >= (8, 0):
-        rate = device.tensor_rate("float32") / _TF32X3_PASSES
+    if parts:
+        rate = device.tensor_rate("float16")
     elif f.dtype == "float32":
         rate = device.fp32_tflops * 1e12 * _IEEE_DOT_FRACTION
     else:
@@ -152,7 +165,7 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
     # Every pick step writes the tile (in the output's dtype) to shared memory again (the gather's
     # source), then reads one element per entry.
     steps = tiles * math.ceil(per_tile / chunk)
-    pick_us = (steps * bm * bn * elt + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
+    pick_us = (steps * bm * bn * out_elt + entries * _PICK_SMEM_BYTES) / smem_bw * 1e6
     pick_us += entries * _PICK_OPS / (device.fp32_tflops * 1e12 / 2) * 1e6
 
     p = cfg.tiled_params()
@@ -167,4 +180,5 @@ def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> Co
         imbalance=pipelining,
         wave_eff=launch.wave_eff,
         latency=latency_factor(launch.occupancy, 0.25),
+        overhead_us=LAUNCH_US * (1 + (2 * fp16_split.LAUNCHES if parts else 0)),
     )
