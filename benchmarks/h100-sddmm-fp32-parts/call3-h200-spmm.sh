@@ -1,7 +1,7 @@
-# Call 3 (main, with or without the patch): the 100 fp32 SpMM entries tuned before the scatter kernel took fp32
+# Not yet run (needs an H200): the 100 fp32 SpMM entries tuned before the scatter kernel took fp32
 # (BENCHMARKS.md 9m) re-tuned with it, then the first table's fp32 70% rows, which have no entries of
 # their own (their nearest, 80% ones, ran six N = 128 rows at 0.77-0.90x SGEMM); merge db-after.json
-# as in call 2.
+# as in call2.sh.
 source scripts/gpu_env.sh >/dev/null
 mkdir -p /tmp/sdb && cp tuning_db/*.json /tmp/sdb/
 timeout -s KILL 460 stuning tune --untried --op spmm --seconds 4 --json > $OUT/tune-spmm.json 2> $OUT/tune-spmm.log
