@@ -1,4 +1,4 @@
-# Call 3 (H100): the six fp32 first-table SDDMM problems call 2's tune did not reach (4096 x 11008 at
+# Call 3 (ran in session 64 on an H100, 105 s): the six fp32 first-table SDDMM problems call 2's tune did not reach (4096 x 11008 at
 # K = 256 with 95 / 98% zeros, and at K = 2048), tuned into the H100 database, then the fp32 SDDMM
 # first table again. Then copy <files_at>/nvidia-h100-80gb-hbm3.json over tuning_db/'s (it started
 # from it).
