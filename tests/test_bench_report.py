@@ -118,3 +118,21 @@ def test_sweep_plot(tmp_path):
     ])
     assert plot_sweep(df, tmp_path / "s.png").read_bytes()[:4] == PNG_MAGIC
     assert plot_sweep(df.assign(status="wrong"), tmp_path / "none.png") is None
+
+
+@pytest.mark.parametrize("top,want", [(4.5, {"1", "2", "3"}), (40.0, {"1", "2", "5", "10", "20"})])
+def test_speedup_axis_labels_more_than_one_tick_within_a_decade(top, want):
+    # Speedups of 1-4.5x used to show a single label, "1": the rest of the decade's ticks were minor.
+    from stuning.bench.report import _pyplot, _speedup_axis
+
+    plt = _pyplot()
+    fig, ax = plt.subplots()
+    try:
+        ax.plot([70, 98], [1.1, top])
+        _speedup_axis(ax, log_n=False)
+        ax.set_ylim(0.9, top * 1.05)
+        fig.canvas.draw()
+        labels = {t.get_text() for t in ax.get_yticklabels() if t.get_text()}
+    finally:
+        plt.close(fig)
+    assert want <= labels, labels
