@@ -257,13 +257,18 @@ def _pick(acc, dest, pos, start, end, local_ptr, dest_ptr, mask_val_ptr, out_ptr
         tl.store(out_ptr + dest, result.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+# The first compute capability with TF32's generation of tensor cores (Ampere): from it fp32 tiles
+# multiply as fp16 parts (or tf32x3), before it as Triton's exact dot. The cost model reads it too.
+PARTS_MIN_CAPABILITY = (8, 0)
+
+
 def fp16_parts(dtype: torch.dtype, device: torch.device) -> bool:
     """Whether fp32 tiles multiply as fp16 parts (module docstring): on GPUs with TF32's generation of
     tensor cores (sm_80 and up; older ones keep the exact dot, as the cost model assumes), and in the
     interpreter, which computes the parts' product in fp32 (so the CPU tests run the split path)."""
     if dtype != torch.float32:
         return False
-    return device.type != "cuda" or device_budget(device.index).compute_capability >= (8, 0)
+    return device.type != "cuda" or device_budget(device.index).compute_capability >= PARTS_MIN_CAPABILITY
 
 
 def _precision(dtype: torch.dtype, upcast: bool, device: torch.device) -> str:
@@ -275,7 +280,7 @@ def _precision(dtype: torch.dtype, upcast: bool, device: torch.device) -> str:
     computes in fp32 anyway."""
     if dtype != torch.float32 and not upcast:
         return "tf32"  # ignored for 16-bit inputs
-    if upcast or device.type != "cuda" or device_budget(device.index).compute_capability < (8, 0):
+    if upcast or device.type != "cuda" or device_budget(device.index).compute_capability < PARTS_MIN_CAPABILITY:
         return "ieee"
     return "tf32x3"
 

@@ -10,7 +10,7 @@ import math
 
 from stuning.kernels import fp16_split
 from stuning.kernels.sddmm import SDDMMConfig, copies_for
-from stuning.kernels.sddmm_tiled import registers_per_thread, shared_memory_bytes
+from stuning.kernels.sddmm_tiled import PARTS_MIN_CAPABILITY, registers_per_thread, shared_memory_bytes
 from stuning.tuning.cost_model.base import (
     LAUNCH_US,
     CostTerms,
@@ -118,7 +118,7 @@ def nonempty_tiles(f: ProblemFeatures, block_m: int, block_n: int) -> float:
 
 def fp16_parts(f: ProblemFeatures, device: DeviceSpec) -> bool:
     """Whether the tiled kernel multiplies this problem as fp16 parts (``sddmm_tiled.fp16_parts``)."""
-    return f.dtype == "float32" and tuple(device.compute_capability) >= (8, 0)
+    return f.dtype == "float32" and tuple(device.compute_capability) >= PARTS_MIN_CAPABILITY
 
 
 def _tiled_terms(f: ProblemFeatures, cfg: SDDMMConfig, device: DeviceSpec) -> CostTerms:
