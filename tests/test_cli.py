@@ -66,6 +66,41 @@ def test_measured_tune_reports_and_stores_the_dense_baseline(db_dir, capsys, fak
     assert "vs dense" in shown and "2.00x" in shown and "0.40x" in shown
 
 
+def test_tune_max_seconds_keeps_what_was_tuned_and_lists_the_rest(db_dir, capsys, fake_measuring):
+    # The first problem always starts; with the limit spent, the others are listed, not tuned, and
+    # the model is still refitted on what was.
+    fake_measuring.extend([10.0])
+    out = _json(capsys, ["tune", "--op", "spmm", "--shape", "32x64", "--n", "16,24,32", "--sparsity", "0.8",
+                         "--trials", "2", "--max-seconds", "1e-9", "--json"])
+    assert [r["problem"] for r in out["results"]] == ["spmm_32x64_n16_s80_cv0_fp16"]
+    assert out["not_tuned"] == ["spmm_32x64_n24_s80_cv0_fp16", "spmm_32x64_n32_s80_cv0_fp16"]
+    assert out["stopped"].startswith("stopped after") and out["model_coefficients"]
+    shown = _json(capsys, ["db", "show", "--json"])["entries"]
+    assert [e["features"]["n"] for e in shown.values()] == [16]
+
+
+def test_tune_interrupted_keeps_finished_problems(db_dir, capsys, fake_measuring, monkeypatch):
+    import stuning.tuning.driver as driver
+
+    real = driver.tune_case
+    calls = []
+
+    def tune_then_interrupt(case, **kw):
+        calls.append(case.n)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(case, **kw)
+
+    monkeypatch.setattr(driver, "tune_case", tune_then_interrupt)
+    fake_measuring.extend([10.0])
+    assert main(["tune", "--op", "spmm", "--shape", "32x64", "--n", "16,24,32", "--sparsity", "0.8",
+                 "--trials", "2", "--json"]) == 130
+    out = json.loads(capsys.readouterr().out)
+    assert [r["problem"] for r in out["results"]] == ["spmm_32x64_n16_s80_cv0_fp16"]
+    assert out["not_tuned"] == ["spmm_32x64_n24_s80_cv0_fp16", "spmm_32x64_n32_s80_cv0_fp16"]
+    assert out["stopped"].startswith("interrupted") and out["model_coefficients"]
+
+
 def test_sddmm_grid_takes_attention_masks(db_dir, capsys):
     # The suite's attention SDDMM problems (their keys, as the bench looks them up), tuned by name.
     from stuning.suite import SDDMMCase
@@ -100,6 +135,7 @@ def test_sddmm_grid_takes_operand_layouts(db_dir, capsys):
          "attention mask is L x L"),
         pytest.param(["tune", "--shape", "64x64"], 3, "needs a CUDA GPU", marks=CPU_ONLY),
         (["tune", "--untried", "--strategy", "model"], 2, "--untried re-tunes this GPU's entries"),
+        (["tune", "--strategy", "model", "--max-seconds", "0"], 2, "--max-seconds must be positive"),
         (["db", "merge", "/nonexistent/a.json", "--out", "/tmp/x.json"], 2, "no such database file"),
         pytest.param(["calibrate"], 3, "no CUDA device", marks=CPU_ONLY),
     ],
