@@ -76,6 +76,7 @@ def test_weights_file_2_4_tables(db_dir, tmp_path, capsys, suffix):
         (["--model", "stuning.nn.examples:tiny_mlp", "--tokens", "16,-4"], 2, "must be positive"),
         (["--model", "stuning.nn.examples:tiny_mlp", "--pattern", "2:4", "--min-size", "0"], 2, "not 2:4 sparse"),
         (["--model", "stuning.nn.examples:tiny_mlp", "--min-size", "100000"], 2, "no layer to sparsify"),
+        (["--model", "stuning.nn.examples:tiny_mlp", "--max-seconds", "-1"], 2, "--max-seconds must be positive"),
     ],
 )
 def test_bad_input_one_line_error(db_dir, capsys, argv, code, needle):

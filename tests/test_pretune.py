@@ -69,6 +69,21 @@ def test_an_interrupted_run_keeps_what_it_finished(db_dir, monkeypatch):
     assert len(_entries(written)) == len(resumed.problems)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_max_seconds_leaves_the_rest_for_a_rerun(db_dir, shared):
+    # The first problem always starts; past the limit, the others are left, reported, and not stored.
+    model = _twin_model()
+    options = {"workers": 1} if shared else {}
+    report = stuning.pretune(model, tokens=TOKENS, strategy="model", device="h100", progress=False,
+                             max_seconds=1e-9, **options)
+    assert (report.tuned, report.not_started, report.failed) == (1, 3, 0)
+    assert report.to_dict()["not_started"] == 3
+    stored = _entries(db_dir / "nvidia-h100-sxm.json")
+    assert set(stored) == {p.key for p in report.problems if p.status == "tuned"}
+    again = stuning.pretune(model, tokens=TOKENS, strategy="model", device="h100", progress=False, **options)
+    assert (again.tuned, again.skipped, again.not_started) == (3, 1, 0)
+
+
 def test_a_problem_that_cannot_be_tuned_does_not_stop_the_others(db_dir, monkeypatch):
     real = driver.tune_problem
 

@@ -53,6 +53,9 @@ def register(sub) -> None:
     p.add_argument("--storage", default=None, metavar="URL",
                    help="Optuna storage holding the work list and every search: a journal file for one machine, "
                    "an RDB URL (postgresql://...) for several; the same command elsewhere joins, a rerun resumes")
+    p.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                   help="start no problem after this long (a worker's first always starts); those left are "
+                        "reported 'not started', and a rerun tunes them")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     p.set_defaults(func=run)
 
@@ -110,6 +113,8 @@ def run(args) -> int:
     sparsity = None if args.sparsity is None else parse_fraction(args.sparsity)
     if args.trials is not None and args.trials < 1:
         raise CLIError("--trials must be at least 1")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise CLIError(f"--max-seconds must be positive, got {args.max_seconds}")
     try:
         require_measuring(args.strategy)
     except RuntimeError as e:
@@ -133,7 +138,7 @@ def run(args) -> int:
     tuned = pretune(model, tokens=tokens, input_shapes=input_shapes, db=args.db, budget=budget,
                     strategy=args.strategy, device=args.device,
                     check=not args.no_check, progress=not args.json, workers=args.workers, storage=args.storage,
-                    refresh=args.refresh)
+                    refresh=args.refresh, max_seconds=args.max_seconds)
     code = EXIT_FAILED if tuned.failed else EXIT_OK
     if args.json:
         print_json({"sparsify": sparse.to_dict(), "pretune": tuned.to_dict()})
@@ -147,8 +152,9 @@ def run(args) -> int:
     con.print(table(f"pretune for {tuned.device} ({tuned.strategy})",
                     ["layer", "op", "shape", "tokens", "dtype", "status", "config", "measured us", "predicted us",
                      "dense us", "vs dense"], rows))
+    left = f", {tuned.not_started} not started (--max-seconds; a rerun tunes them)" if tuned.not_started else ""
     con.print(f"{tuned.tuned} tuned, {tuned.skipped} already in the database, {tuned.unsupported} unsupported, "
-              f"{tuned.failed} failed, in {tuned.seconds:.1f} s; database: {tuned.database}")
+              f"{tuned.failed} failed{left}, in {tuned.seconds:.1f} s; database: {tuned.database}")
     compared = [p for p in tuned.problems if p.speedup_vs_dense is not None]
     if compared:
         slower = [p for p in compared if p.speedup_vs_dense < 1]

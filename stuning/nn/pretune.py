@@ -26,6 +26,7 @@ from stuning.tuning.timing import TIMER_REVISION
 DEFAULT_TOKENS = (16, 128, 512, 2048)
 
 TUNED, DONE, UNSUPPORTED, FAILED = "tuned", "skipped", "unsupported", "failed"
+LEFT = "not started"  # max_seconds came first; a rerun tunes it
 
 
 @dataclass
@@ -40,7 +41,7 @@ class PretuneProblem:
     # The layers write Y^T through a transposed out= (SparseLinear.writes_y_transposed); where layers
     # of both kinds share a key, the first one's way is tuned.
     y_transposed: bool = False
-    status: str = ""  # tuned | skipped (already in the database) | unsupported | failed
+    status: str = ""  # tuned | skipped (already in the database) | unsupported | failed | not started
     config: dict | None = None
     measured: bool = False
     time_us: float | None = None
@@ -89,10 +90,14 @@ class PretuneReport:
     def failed(self) -> int:
         return self.count(FAILED)
 
+    @property
+    def not_started(self) -> int:
+        return self.count(LEFT)
+
     def to_dict(self) -> dict:
         return {"strategy": self.strategy, "device": self.device, "database": self.database,
                 "seconds": round(self.seconds, 3), "tuned": self.tuned, "skipped": self.skipped,
-                "unsupported": self.unsupported, "failed": self.failed,
+                "unsupported": self.unsupported, "failed": self.failed, "not_started": self.not_started,
                 "problems": [p.to_dict() for p in self.problems]}
 
 
@@ -177,7 +182,7 @@ def collect_problems(model: nn.Module, tokens: Iterable[int] | dict[str, Iterabl
 def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, input_shapes=None, db=None,
             budget=None, strategy: str = "model+optuna", device: str | None = None, dtype: torch.dtype | None = None,
             check: bool = True, progress: bool = True, seed: int = 0, workers=None,
-            storage: str | None = None, refresh: bool = False) -> PretuneReport:
+            storage: str | None = None, refresh: bool = False, max_seconds: float | None = None) -> PretuneReport:
     """Tune the sparse layers of ``model`` (see ``stuning.sparsify``) at each token count in ``tokens``.
 
     ``tokens``: the N of every layer's ``W @ X`` (a linear layer's tokens: batch x sequence; default
@@ -196,7 +201,8 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     cannot be tuned (no valid config, every config failing) is reported as ``failed`` and the others
     go on; at run time it gets the kernel's heuristic config. ``refresh`` searches again the problems
     whose stored measurements would otherwise answer (after an upgrade widened a config space), the
-    stored configs timed first as seeds.
+    stored configs timed first as seeds. ``max_seconds``: no problem starts after this long (a
+    worker's first always does); those left are reported ``not started``, and a rerun tunes them.
 
     ``workers``: tune in this many processes, one per GPU ("auto": every visible GPU); ``storage``:
     an Optuna storage URL (a journal file, or an RDB URL such as PostgreSQL) holding the work list
@@ -209,6 +215,8 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
     from stuning.tuning.session import target_spec
 
     require_measuring(strategy)
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"pretune: max_seconds must be positive, got {max_seconds}")
     measuring = STRATEGIES[strategy].measures
     problems, weights = collect_problems(model, _columns(model, tokens, input_shapes), dtype)
     device_name = target_spec(device).name if device and not measuring else None
@@ -218,19 +226,25 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
 
         return pretune_shared(model, problems, weights, tuning_db, strategy=strategy, budget=budget,
                               device_name=device_name, check=check, progress=progress, seed=seed, workers=workers,
-                              storage=storage, refresh=refresh)
+                              storage=storage, refresh=refresh, max_seconds=max_seconds)
     report = PretuneReport(strategy, tuning_db.device_name, str(tuning_db.write_path), problems)
     run_device = measuring_device()
     can_check = check and (can_measure() or interpreting())
     start = time.perf_counter()
+    started = False
     with pretune_progress(progress) as bar:
         task = bar.add_task(f"pretune ({strategy})", total=len(problems))
         for p in problems:
             bar.update(task, description=f"{p.layers[0]} {p.op} n={p.tokens}")
-            if p.status != UNSUPPORTED:
+            if p.status == UNSUPPORTED:
+                pass
+            elif started and past(start, max_seconds) and not answers(tuning_db.get(p.key), measuring, refresh):
+                p.status = LEFT
+            else:
                 tune_one(p, weights[p.key], tuning_db, measuring, strategy=strategy, budget=budget,
                           device_name=device_name, check=can_check, run_device=run_device, seed=seed,
                           refresh=refresh)
+                started = started or p.status != DONE
             bar.advance(task)
     report.seconds = time.perf_counter() - start
     refit_after(tuning_db, problems, measuring)
@@ -240,6 +254,11 @@ def pretune(model: nn.Module, *, tokens: Iterable[int] | int | None = None, inpu
         for _, layer in sparse_layers(model):
             layer.sparse_weight.matrix.cache.clear()
     return report
+
+
+def past(start: float, max_seconds: float | None) -> bool:
+    """Whether ``max_seconds`` (None: no limit) have passed since ``start`` (``time.perf_counter()``)."""
+    return max_seconds is not None and time.perf_counter() - start > max_seconds
 
 
 def refit_after(tuning_db, problems: list[PretuneProblem], measuring: bool) -> None:

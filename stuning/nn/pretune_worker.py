@@ -41,12 +41,13 @@ class WorkerSpec:
     seed: int
     lease: Lease
     refresh: bool = False  # search again problems the database answers
+    deadline: float | None = None  # time.time() after which the worker claims nothing new (its first excepted)
 
 
 def run_worker(spec: WorkerSpec, *, label: str = "worker",
                on_settled: Callable[[PretuneProblem], None] | None = None) -> None:
-    """Claim and tune ``spec.problems`` until each is done or given up (by any worker);
-    ``on_settled(problem)`` is called as each leaves the list (a progress bar)."""
+    """Claim and tune ``spec.problems`` until each is done or given up (by any worker), or until
+    ``spec.deadline``; ``on_settled(problem)`` is called as each leaves the list (a progress bar)."""
     import optuna
 
     from stuning.kernels.target import interpreting
@@ -71,9 +72,13 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker",
     settled = on_settled or (lambda problem: None)
     poll_s = min(1.0, spec.lease.heartbeat_s)
     todo = {p.key: p for p in spec.problems}
+    claimed_any = False
     while todo:
         snapshot = board.snapshot()
         took = False
+        if claimed_any and spec.deadline is not None and time.time() > spec.deadline:
+            # pretune's max_seconds: what is left stays unclaimed, and the coordinator reports it.
+            return
         for key, problem in list(todo.items()):
             status = board.status(snapshot.get(key))
             if status in (claims.DONE, claims.FAILED):
@@ -86,6 +91,7 @@ def run_worker(spec: WorkerSpec, *, label: str = "worker",
             if claim is None:  # another worker took this attempt a moment ago
                 continue
             _tune_claimed(claim, problem, spec.weights[key], db, measuring, spec, options)
+            claimed_any = True
             del todo[key]
             settled(problem)
             took = True

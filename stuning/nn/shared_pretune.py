@@ -39,11 +39,13 @@ from stuning.db import DBEntry
 from stuning.nn.pretune import (
     DONE,
     FAILED,
+    LEFT,
     TUNED,
     UNSUPPORTED,
     PretuneProblem,
     PretuneReport,
     answers,
+    past,
     pretune_progress,
     refit_after,
 )
@@ -104,7 +106,8 @@ def worker_count(workers) -> int:
 
 def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: dict[str, SparseWeight], tuning_db, *,
                    strategy: str, budget, device_name: str | None, check: bool, progress: bool, seed: int,
-                   workers=1, storage: str | None = None, refresh: bool = False) -> SharedPretuneReport:
+                   workers=1, storage: str | None = None, refresh: bool = False,
+                   max_seconds: float | None = None) -> SharedPretuneReport:
     """Tune ``problems`` (from ``collect_problems``) with ``workers`` processes sharing ``storage``;
     what ``pretune`` runs when given ``workers`` or ``storage``."""
     from stuning.ops.selection import SELECTOR
@@ -130,7 +133,8 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
         before = board.snapshot()
         spec = WorkerSpec([copy.copy(p) for p in todo], {p.key: weights[p.key] for p in todo}, url, board.space,
                           device_name, [str(d) for d in tuning_db.search_path], str(tuning_db.write_path.parent),
-                          strategy, budget, check, seed, lease, refresh)
+                          strategy, budget, check, seed, lease, refresh,
+                          None if max_seconds is None else time.time() + max_seconds)
         if count == 1 or not todo:  # in this process: nothing to start (or nothing to do)
             with pretune_progress(progress and bool(todo)) as bar:
                 task = bar.add_task(f"pretune ({strategy})", total=len(todo))
@@ -139,7 +143,7 @@ def pretune_shared(model: nn.Module, problems: list[PretuneProblem], weights: di
             report.workers = _run_local_workers(spec, count, board, progress)
         after = board.snapshot()
     for p in todo:
-        _settle(p, after.get(p.key), before.get(p.key), board, tuning_db)
+        _settle(p, after.get(p.key), before.get(p.key), board, tuning_db, timed_out=past(start, max_seconds))
     report.lost = _lost(todo, before, after, lease)
     tuning_db.save()
     refit_after(tuning_db, todo, measuring)
@@ -249,8 +253,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _settle(p: PretuneProblem, claimed: ProblemClaims | None, before: ProblemClaims | None, board: ClaimBoard,
-            tuning_db) -> None:
-    """``p``'s outcome from the storage; a finished entry goes into ``tuning_db`` whoever tuned it."""
+            tuning_db, *, timed_out: bool = False) -> None:
+    """``p``'s outcome from the storage; a finished entry goes into ``tuning_db`` whoever tuned it.
+    ``timed_out``: the run's max_seconds passed, so an unfinished problem was left, not lost."""
     status = board.status(claimed)
     result = claimed.last.result if claimed and claimed.last else None
     if status == claims.DONE:
@@ -268,6 +273,8 @@ def _settle(p: PretuneProblem, claimed: ProblemClaims | None, before: ProblemCla
     elif status == claims.FAILED:
         p.status = FAILED
         p.note = f"its worker died {board.lease.max_deaths} times (a config may crash the process); given up"
+    elif timed_out:
+        p.status = LEFT
     else:
         p.status, p.note = FAILED, "no worker finished it (every worker stopped)"
 
