@@ -99,3 +99,23 @@ def test_measuring_without_a_gpu_and_corrupt_database(db_dir, tmp_path, capsys):
     garbage.write_bytes(b"\x00not a checkpoint")
     assert main(["pretune", "--weights", str(garbage), "--strategy", "model"]) == 2
     assert "cannot read weights file" in capsys.readouterr().err
+
+
+def test_ctrl_c_ends_with_one_line_and_keeps_what_finished(db_dir, capsys, monkeypatch):
+    import stuning.tuning.driver as driver
+
+    real, calls = driver.tune_problem, []
+
+    def interrupted(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "tune_problem", interrupted)
+    argv = ["pretune", "--model", "stuning.nn.examples:tiny_mlp", "--sparsity", "0.8", *TINY, "--db", str(db_dir)]
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip()  # the progress bar's last state, then the one line
+    assert err.splitlines()[-1].startswith("stuning pretune: interrupted") and "Traceback" not in err, err
+    (written,) = db_dir.glob("*.json")
+    assert len(json.loads(written.read_text())["entries"]) == 1

@@ -7,7 +7,7 @@ import json
 import sys
 
 from stuning.cli import bench, calibrate, db, pretune, sweep, tune
-from stuning.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
+from stuning.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CLIError
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         # CorruptDatabaseError is a ValueError: its message names the file.
         print(f"stuning {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE if not isinstance(e, RuntimeError) else EXIT_FAILED
+    except KeyboardInterrupt:
+        # Tuning commands store each problem's entry as it finishes: say so rather than a traceback.
+        print(f"stuning {args.command}: interrupted; every finished result is kept (a rerun of pretune resumes)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
