@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if not isinstance(e, RuntimeError) else EXIT_FAILED
     except KeyboardInterrupt:
         # Tuning commands store each problem's entry as it finishes: say so rather than a traceback.
-        print(f"stuning {args.command}: interrupted; every finished result is kept (a rerun of pretune resumes)",
-              file=sys.stderr)
+        print(f"stuning {args.command}: interrupted; what finished before it is kept", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
