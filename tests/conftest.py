@@ -148,6 +148,24 @@ def fake_measuring(monkeypatch):
 
 
 @pytest.fixture
+def interrupt_second_tune(monkeypatch):
+    """The driver's tune_problem as Ctrl-C during the second problem: the first tunes, the second
+    raises KeyboardInterrupt. Returns the real function (to restore it for a resumed run)."""
+    import stuning.tuning.driver as driver
+
+    real, calls = driver.tune_problem, []
+
+    def interrupted(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "tune_problem", interrupted)
+    return real
+
+
+@pytest.fixture
 def device() -> str:
     return "cuda" if HAS_CUDA else "cpu"
 

@@ -101,18 +101,7 @@ def test_measuring_without_a_gpu_and_corrupt_database(db_dir, tmp_path, capsys):
     assert "cannot read weights file" in capsys.readouterr().err
 
 
-def test_ctrl_c_ends_with_one_line_and_keeps_what_finished(db_dir, capsys, monkeypatch):
-    import stuning.tuning.driver as driver
-
-    real, calls = driver.tune_problem, []
-
-    def interrupted(*args, **kwargs):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(driver, "tune_problem", interrupted)
+def test_ctrl_c_ends_with_one_line_and_keeps_what_finished(db_dir, capsys, interrupt_second_tune):
     argv = ["pretune", "--model", "stuning.nn.examples:tiny_mlp", "--sparsity", "0.8", *TINY, "--db", str(db_dir)]
     assert main(argv) == 130
     err = capsys.readouterr().err.strip()  # the progress bar's last state, then the one line

@@ -46,24 +46,14 @@ def test_tunes_each_key_once_then_skips_everything(db_dir):
     assert [p.config for p in again.problems] == [p.config for p in report.problems]
 
 
-def test_an_interrupted_run_keeps_what_it_finished(db_dir, monkeypatch):
+def test_an_interrupted_run_keeps_what_it_finished(db_dir, monkeypatch, interrupt_second_tune):
     model = tiny_encoder()
     stuning.sparsify(model, sparsity=0.8, min_size=0)
-    real = driver.tune_problem
-    calls = []
-
-    def interrupted(*args, **kwargs):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(driver, "tune_problem", interrupted)
     with pytest.raises(KeyboardInterrupt):
         stuning.pretune(model, tokens=TOKENS, db=db_dir / "mine", strategy="model", progress=False)
     (written,) = (db_dir / "mine").glob("*.json")
     assert len(_entries(written)) == 1
-    monkeypatch.setattr(driver, "tune_problem", real)
+    monkeypatch.setattr(driver, "tune_problem", interrupt_second_tune)
     resumed = stuning.pretune(model, tokens=TOKENS, db=db_dir / "mine", strategy="model", progress=False)
     assert resumed.skipped == 1 and resumed.tuned == len(resumed.problems) - 1
     assert len(_entries(written)) == len(resumed.problems)
