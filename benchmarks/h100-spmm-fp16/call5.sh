@@ -1,4 +1,4 @@
-# Call 5 (session 65; NOT RUN. ~500 s on an H100): the fp16 SpMM first table's problems without an
+# Call 5 (written in session 65, run in session 66: 476 s on an H100): the fp16 SpMM first table's problems without an
 # H100 entry (the 70% rows, the BERT shapes at N = 2048, the five 98% decode rows call 3 did not
 # reach), tuned, then the whole table benched (CSV and log only: the device returns eight files).
 # Copy <files_at>/nvidia-h100-80gb-hbm3.json over tuning_db/'s afterwards.
