@@ -39,6 +39,7 @@ from stuning.db.paths import (
     write_candidates,
 )
 from stuning.db.schema import DEFAULT_OBJECTIVE, empty_document
+from stuning.db.siblings import SIBLING_DEVICE_DISTANCE, chip_identity, load_sibling_entries
 from stuning.db.storage import load_document, load_entries, merge_header, merge_into, update_document
 
 HEADER_SECTIONS = ("calibration", "model_coefficients")
@@ -50,7 +51,7 @@ class StaleEntriesWarning(UserWarning):
 
 class LookupResult(NamedTuple):
     entry: DBEntry | None
-    how: str  # "exact" | "nearest" | "other-dtype" | "miss"
+    how: str  # "exact" | "nearest" | "other-dtype" | "sibling" | "miss"
     distance: float | None  # 0.0 for exact, None for a miss
 
 
@@ -84,6 +85,8 @@ class TuningDB:
         self._pending: dict[str, DBEntry] = {}
         self._pending_header: dict[str, dict] = {section: {} for section in HEADER_SECTIONS}
         self._missed = MissCounter()
+        self._device_header: dict = {}  # the first own file's
+        self._siblings: dict[tuple[str, str], dict[str, DBEntry]] | None = None  # read at the first miss
         self._load()
 
     @classmethod
@@ -123,34 +126,53 @@ class TuningDB:
     def lookup(self, op: str, dtype, key: str, features: dict, *, max_distance: float,
                feature_names=None) -> LookupResult:
         """The entry for ``key``, else the nearest same-op entry within ``max_distance`` of the same
-        dtype (``how`` "nearest") or of a dtype of the same width (``how`` "other-dtype"), whose
-        distance counts ``OTHER_DTYPE_DISTANCE`` more.
+        dtype (``how`` "nearest"), of a dtype of the same width (``how`` "other-dtype", counted
+        ``OTHER_DTYPE_DISTANCE`` further), or of a sibling device (``how`` "sibling", the problem
+        itself included, counted ``SIBLING_DEVICE_DISTANCE`` further; see ``stuning.db.siblings``).
 
         Distance: ``feature_distance`` over ``feature_names`` (default: log2(1 + x) of every feature
         both have). Stale entries are never answers. A miss is counted (see misses()), also when an
-        other-dtype entry answers: the problem itself is still untuned.
+        other-dtype or sibling entry answers: the problem itself is still untuned here.
         """
         entry = self._answers.get(key)
         if entry is not None:
             return LookupResult(entry, "exact", 0.0)
         dtype, features = dtype_name(dtype), features or {}
+        dtypes = (dtype, *SAME_WIDTH_DTYPES.get(dtype, ()))
         found = []  # (distance counted, order, result)
-        for order, other in enumerate((dtype, *SAME_WIDTH_DTYPES.get(dtype, ()))):
-            nearest = self._nearest(op, other, features, max_distance, feature_names)
+        for order, other in enumerate(dtypes):
+            own = ((k, e) for k, e in self._groups.get((op, other), {}).items() if k in self._answers)
+            nearest = self._nearest(own, features, max_distance, feature_names)
             if nearest is not None:
                 counted = nearest[0] + (OTHER_DTYPE_DISTANCE if order else 0.0)
                 found.append((counted, order, LookupResult(nearest[1], "other-dtype" if order else "nearest",
                                                            nearest[0])))
+        # A sibling's entry cannot beat an own one this near, so its files are not read for it.
+        if not found or min(found, key=lambda f: f[:2])[0] > SIBLING_DEVICE_DISTANCE:
+            for order, other in enumerate(dtypes, start=len(dtypes)):
+                siblings = self.sibling_entries().get((op, other), {}).items()
+                nearest = self._nearest(siblings, features, max_distance, feature_names)
+                if nearest is not None:
+                    counted = nearest[0] + SIBLING_DEVICE_DISTANCE + (OTHER_DTYPE_DISTANCE if other != dtype else 0.0)
+                    found.append((counted, order, LookupResult(nearest[1], "sibling", nearest[0])))
         result = min(found, key=lambda f: f[:2])[2] if found else LookupResult(None, "miss", None)
         if result.how != "nearest":
             self._missed.record(key, op, dtype, {k: v for k, v in features.items() if is_number(v)})
         return result
 
-    def _nearest(self, op, dtype, features, max_distance, feature_names) -> tuple[float, DBEntry] | None:
+    def sibling_entries(self) -> dict[tuple[str, str], dict[str, DBEntry]]:
+        """Sibling devices' entries that would answer here, by (op, dtype); read once, when first asked."""
+        if self._siblings is None:
+            here = {"compute_capability": self.env.compute_capability, "sm_count": self.env.sm_count}
+            identity = chip_identity(here) or chip_identity(self._device_header)
+            self._siblings = load_sibling_entries(self.search_path, self.device_name, identity,
+                                                  self._answers_but_for_device)
+        return self._siblings
+
+    @staticmethod
+    def _nearest(candidates, features, max_distance, feature_names) -> tuple[float, DBEntry] | None:
         nearest = None
-        for other_key, candidate in self._groups.get((op, dtype), {}).items():
-            if other_key not in self._answers:
-                continue
+        for other_key, candidate in candidates:
             distance = feature_distance(features, candidate.features, feature_names)
             if distance is None or distance > max_distance:
                 continue
@@ -159,14 +181,19 @@ class TuningDB:
         return None if nearest is None else (nearest[0], nearest[2])
 
     def seeds(self, op: str, dtype, features: dict, k: int = 5, *, feature_names=None) -> list[DBEntry]:
-        """Up to ``k`` same-op, same-dtype entries, stale ones included, nearest first: search seeds."""
+        """Up to ``k`` same-op, same-dtype entries, stale and sibling devices' ones included, nearest
+        first (at equal distance this device's current entries, then its stale ones, then siblings'):
+        search seeds."""
         dtype = dtype_name(dtype)
+        own = self._groups.get((op, dtype), {}).items()
+        siblings = self.sibling_entries().get((op, dtype), {}).items()
         ranked = []
-        for key, entry in self._groups.get((op, dtype), {}).items():
+        for rank, (key, entry) in enumerate([*own, *siblings]):
             distance = feature_distance(features, entry.features, feature_names)
-            ranked.append((math.inf if distance is None else distance, key not in self._answers, key, entry))
-        ranked.sort(key=lambda r: r[:3])
-        return [r[3] for r in ranked[:k]]
+            standing = 0 if key in self._answers and rank < len(own) else 1 if rank < len(own) else 2
+            ranked.append((math.inf if distance is None else distance, standing, key, rank, entry))
+        ranked.sort(key=lambda r: r[:4])
+        return [r[4] for r in ranked[:k]]
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -278,6 +305,7 @@ class TuningDB:
                 continue
             doc = load_document(path)
             self.files.append(path)
+            self._device_header = self._device_header or dict(doc.get("device") or {})
             for section in HEADER_SECTIONS:
                 setattr(self, section, {**doc[section], **getattr(self, section)})
             for key, entry in load_entries(doc).items():
@@ -303,6 +331,9 @@ class TuningDB:
 
     def _is_current(self, entry: DBEntry) -> bool:
         return same_environment(entry.env, self.env.entry_env(entry.op), kernels=judges_kernels(self.env))
+
+    def _answers_but_for_device(self, entry: DBEntry) -> bool:
+        return self._is_current(replace(entry, env={**entry.env, "device": self.env.device}))
 
     def _update_header(self, section: str, values: dict) -> None:
         self._pending_header[section].update(values)

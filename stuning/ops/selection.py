@@ -3,9 +3,10 @@
 The chain for a problem: the exact database key; else the nearest entry within the op's
 ``NEAREST_MAX_DISTANCE`` (``tuning.features``: which features, compared how; its config repaired
 for this shape) or of the other half-precision dtype (fp16 for bf16 and back), whichever is nearer
-with the other dtype counted ``OTHER_DTYPE_DISTANCE`` further; else the cost model's best config;
-else the kernel's default heuristic. Answers are cached per key, and static operands (weights)
-keep their own small cache, so a repeated call costs a couple of dict lookups.
+with the other dtype counted ``OTHER_DTYPE_DISTANCE`` further, or of a sibling device (the same
+chip: an H200's entries on an H100) counted ``SIBLING_DEVICE_DISTANCE`` further; else the cost
+model's best config; else the kernel's default heuristic. Answers are cached per key, and static
+operands (weights) keep their own small cache, so a repeated call costs a couple of dict lookups.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class ConfigSelector:
         return self._model
 
     def choose(self, features: ProblemFeatures, key: str) -> tuple[object, str]:
-        """(config, source) for a problem; source is exact, nearest, other-dtype, model or heuristic."""
+        """(config, source) for a problem; source is exact, nearest, other-dtype, sibling, model or
+        heuristic."""
         hit = self._by_key.get(key)
         if hit is not None:
             return hit
