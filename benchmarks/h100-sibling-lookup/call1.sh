@@ -29,6 +29,6 @@ for name in ("semi24", "spmm-fp32", "spmm-bf16-decode", "spmm-fp16-70"):
     j = a.merge(b, on="name", suffixes=("_a", "_b"))
     print(name, len(j), "rows; sources A:", dict(a.config_source.value_counts()), "B:", dict(b.config_source.value_counts()))
     print(f"  A (sibling) / B time: geomean {g(j.time_us_a / j.time_us_b):.3f}, worst {(j.time_us_a / j.time_us_b).max():.2f}, best {(j.time_us_a / j.time_us_b).min():.2f}")
-    print(f"  x dense A {g(a.speedup_vs_dense):.3f}  B {g(b.speedup_vs_dense):.3f}; wrong A {int((~a.ok).sum())} B {int((~b.ok).sum())}")
+    print(f"  x dense A {g(a.speedup_vs_dense):.3f}  B {g(b.speedup_vs_dense):.3f}; wrong A {int((a.ok != True).sum())} B {int((b.ok != True).sum())}")
 PY
 tar czf $OUT/csv.tar.gz -C /tmp/csv .
