@@ -10,14 +10,14 @@ dev=$(python3 -c "import torch; print(torch.cuda.get_device_name())")
 case "$dev" in
   *H200*)
     stuning db untried --device "NVIDIA H200" --json > $OUT/untried-before.json
-    timeout -s KILL 400 stuning tune --untried --op sddmm --seconds 6 --max-seconds 360 --json \
+    timeout -s KILL $((${TUNE_SECONDS:-360} + 40)) stuning tune --untried --op sddmm --seconds 6 --max-seconds ${TUNE_SECONDS:-360} --json \
       > $OUT/tune-sddmm.json 2> $OUT/tune-sddmm.log
     echo sddmm_rc=$?
     cp /tmp/sdb/nvidia-h200.json $OUT/db-after.json
     stuning db untried --device "NVIDIA H200" --json > $OUT/untried-after.json
     python3 -c "import json; print(len(json.load(open('$OUT/untried-after.json'))['entries']), 'entries still untried')"
     # the fp32 table on the re-tuned entries (CSV and log only: the device returns eight files)
-    timeout -s KILL 140 stuning bench --suite first-table --ops sddmm --dtypes fp32 --configs auto \
+    timeout -s KILL ${BENCH_SECONDS:-140} stuning bench --suite first-table --ops sddmm --dtypes fp32 --configs auto \
       --out /tmp/bench > $OUT/bench.log 2>&1
     echo bench_rc=$?
     cp /tmp/bench/results.csv $OUT/ 2>/dev/null

@@ -9,7 +9,7 @@ source scripts/gpu_env.sh >/dev/null
 mkdir -p /tmp/sdb /tmp/csv  # the device returns eight files: the CSVs come back as one tar
 bench() {  # $1: run name; the rest: filters
   local run=$1; shift
-  timeout -s KILL 140 stuning bench --suite first-table --configs auto --max-seconds 100 "$@" \
+  timeout -s KILL $((${BENCH_SECONDS:-100} + 40)) stuning bench --suite first-table --configs auto --max-seconds ${BENCH_SECONDS:-100} "$@" \
     --out /tmp/bench-$run >> $OUT/bench.log 2>&1
   echo "$run rc=$?" | tee -a $OUT/bench.log
   cp /tmp/bench-$run/results.csv /tmp/csv/$run.csv 2>/dev/null
