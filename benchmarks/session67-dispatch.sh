@@ -5,6 +5,6 @@
 dev=$(python3 -c "import torch; print(torch.cuda.get_device_name())")
 echo "device: $dev"
 case "$dev" in
-  *H100*) BENCH_SECONDS=65 bash benchmarks/h100-sibling-lookup/call1.sh A; tail -5 $OUT/bench.log ;;
-  *) TUNE_SECONDS=200 BENCH_SECONDS=100 bash benchmarks/h100-sddmm-fp32-parts/call2.sh ;;
+  *H100*) BENCH_SECONDS=50 bash benchmarks/h100-sibling-lookup/call1.sh A; tail -5 $OUT/bench.log ;;
+  *) TUNE_SECONDS=180 BENCH_SECONDS=100 bash benchmarks/h100-sddmm-fp32-parts/call2.sh ;;
 esac
