@@ -7,6 +7,7 @@
 # summary.py compares the two once both tars are back.
 source scripts/gpu_env.sh >/dev/null
 mkdir -p /tmp/sdb /tmp/csv  # the device returns eight files: the CSVs come back as one tar
+rm -f /tmp/csv/*.csv  # a warm machine keeps /tmp: run B's tar held run A's CSVs as well
 bench() {  # $1: run name; the rest: filters
   local run=$1; shift
   timeout -s KILL $((${BENCH_SECONDS:-100} + 40)) stuning bench --suite first-table --configs auto --max-seconds ${BENCH_SECONDS:-100} "$@" \
