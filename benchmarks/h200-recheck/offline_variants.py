@@ -85,7 +85,8 @@ def timed_configs(entries) -> dict[str, list[tuple[object, float]]]:
             if t.time_us:
                 config = FAMILY.config_from_dict(t.config)
                 known.setdefault(key, {})[repr(config)] = (config, t.time_us)
-    for path in glob.glob("benchmarks/*/call*/**/variants.csv", recursive=True):
+    for path in sorted(glob.glob("benchmarks/*/call*/**/variants.csv", recursive=True)
+                      + glob.glob("benchmarks/*/call*/**/variants.csv.gz", recursive=True)):
         df = pd.read_csv(path)
         for row in df.itertuples() if {"label", "config"} <= set(df.columns) else ():
             if row.key in entries and row.us == row.us:
