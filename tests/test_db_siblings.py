@@ -111,3 +111,53 @@ def test_the_shipped_h200_entries_answer_an_h100_where_it_has_none():
     assert db.get(key) is None
     found = db.lookup("semi24", "float16", key, wanted["features"], max_distance=1.0)
     assert found.how == "sibling" and found.distance == 0.0 and found.entry.config == wanted["best"]["config"]
+
+
+def searched(e, *kernels):
+    return dataclasses.replace(e, tuner={"strategy": "model+optuna", "trials": 9, "seconds": 1.0,
+                                         "kernels": sorted(kernels)})
+
+
+def test_a_siblings_entry_of_the_problem_answers_where_it_searched_a_faster_kernel_this_one_never_tried(tmp_path):
+    theirs = searched(entry(40.0, {"kernel": "scatter"}, env=H200), "csr", "scatter", "sell")
+    write_device_db(tmp_path, H200, {KEY: theirs})
+    db = open_db(tmp_path)
+    db.put(searched(entry(90.0, {"kernel": "sell"}), "csr", "sell"), KEY)
+    found = lookup(db)
+    assert found.how == "sibling" and found.distance == 0.0 and found.entry.config == {"kernel": "scatter"}
+    assert KEY not in db.misses()  # tuned here, only not as widely: `db untried` lists it, not `db misses`
+    assert db.get(KEY).config == {"kernel": "sell"}  # the own entry is still what is stored
+
+
+@pytest.mark.parametrize("case", ["slower there", "same kernels", "won by a kernel tried here", "nothing recorded"])
+def test_the_own_entry_answers_unless_the_sibling_found_a_faster_kernel_it_never_tried(tmp_path, case):
+    theirs_us, their_kernels, their_best, own_kernels = {
+        "slower there": (95.0, ("csr", "scatter", "sell"), "scatter", ("csr", "sell")),
+        "same kernels": (40.0, ("csr", "scatter", "sell"), "scatter", ("csr", "scatter", "sell")),
+        "won by a kernel tried here": (40.0, ("csr", "scatter", "sell"), "sell", ("csr", "sell")),
+        "nothing recorded": (40.0, ("csr", "scatter", "sell"), "scatter", ()),
+    }[case]
+    write_device_db(tmp_path, H200, {KEY: searched(entry(theirs_us, {"kernel": their_best}, env=H200), *their_kernels)})
+    db = open_db(tmp_path)
+    own = entry(90.0, {"kernel": "sell"})
+    db.put(searched(own, *own_kernels) if own_kernels else own, KEY)
+    found = lookup(db)
+    assert found.how == "exact" and found.entry.config == {"kernel": "sell"}
+    if case == "nothing recorded":
+        assert db._siblings is None  # no kernels to compare: the sibling's files are never read
+
+
+def test_the_shipped_h100_entries_answer_the_h200s_fp32_entries_tuned_before_the_scatter_kernel_took_fp32():
+    if not (SHIPPED / db_file_name(DEVICE)).is_file():
+        pytest.skip("no shipped databases in this checkout")
+    h100 = json.loads((SHIPPED / db_file_name(DEVICE)).read_text())["entries"]
+    h200 = json.loads((SHIPPED / db_file_name(H200.device)).read_text())["entries"]
+    key = "spmm|float32|cv=0.4|density=0.105|k=11008|m=4096|n=2048|n_align=16"
+    if "scatter" in h200[key]["tuner"]["kernels"]:
+        pytest.skip("the H200's entry has been re-tuned with the scatter kernel")
+    assert h200[key]["best"]["config"]["kernel"] != "scatter"
+    here = dataclasses.replace(H200, triton=h200[key]["env"]["triton"])  # no kernel revisions: not judged
+    db = TuningDB.open(H200.device, search_path=[SHIPPED], env=here)
+    found = db.lookup("spmm", "float32", key, h200[key]["features"], max_distance=1.0)
+    assert found.how == "sibling" and found.entry.config == h100[key]["best"]["config"]
+    assert found.entry.config["kernel"] == "scatter"

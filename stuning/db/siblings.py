@@ -5,7 +5,8 @@ count: an H100 SXM and an H200 share the Hopper die, its shared memory and its r
 differ in memory bandwidth. A config's fit (tiles, warps, stages) is decided by the first, so a
 sibling's tuned winner is a far better answer than the cost model's guess. On the H100 the H200's
 tuned config was the H100's own tuned best in 63 of 98 keys, and where it was not it ran 0.1-3.8%
-slower than that best (BENCHMARKS.md 9p).
+slower than that best (BENCHMARKS.md 9p). A sibling's entry also stands in for an own entry of the
+same problem whose search never tried the kernel that won on the sibling (``searched_further``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,26 @@ from stuning.db.storage import load_document, load_entries
 SIBLING_DEVICE_DISTANCE = 0.25
 
 ChipIdentity = tuple[tuple[int, ...], int]
+
+
+def searched_further(own: DBEntry, theirs: DBEntry) -> bool:
+    """Whether a sibling's entry of the same problem knows it better than this device's own: its
+    search covered a kernel ``own``'s never did (each records the kernels its space held), that
+    kernel won there, and in less time than ``own``'s best here.
+
+    An entry tuned before a kernel joined the library never tried it, and the lookup would return
+    it as it is. The shipped H200 database holds 29 fp32 SpMM entries (`sell`, `csr`) tuned before
+    the scatter kernel took fp32, whose keys the H100 tuned later with it, each choosing it. In 28
+    the H100's time is 0.37-0.99x the H200 entry's recorded one (4096 x 11008 at N = 2048, 90% zeros:
+    969 against 2604 us; on the H100 the H200's config ran 2848 us, BENCHMARKS.md 9s); the 29th,
+    1.5% slower, keeps its own. Times from two devices compare only because siblings are one chip.
+    """
+    mine, searched = own.tuner.get("kernels"), theirs.tuner.get("kernels")
+    if not mine or not searched or not (own.measured and theirs.measured):
+        return False
+    kernel, time_us, own_us = theirs.best.config.get("kernel"), theirs.best.time_us, own.best.time_us
+    return (kernel in searched and kernel not in mine and time_us is not None and own_us is not None
+            and time_us < own_us)
 
 
 def chip_identity(device_header: dict | None) -> ChipIdentity | None:

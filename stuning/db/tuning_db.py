@@ -39,7 +39,12 @@ from stuning.db.paths import (
     write_candidates,
 )
 from stuning.db.schema import DEFAULT_OBJECTIVE, empty_document
-from stuning.db.siblings import SIBLING_DEVICE_DISTANCE, chip_identity, load_sibling_entries
+from stuning.db.siblings import (
+    SIBLING_DEVICE_DISTANCE,
+    chip_identity,
+    load_sibling_entries,
+    searched_further,
+)
 from stuning.db.storage import load_document, load_entries, merge_header, merge_into, update_document
 
 HEADER_SECTIONS = ("calibration", "model_coefficients")
@@ -125,9 +130,11 @@ class TuningDB:
 
     def lookup(self, op: str, dtype, key: str, features: dict, *, max_distance: float,
                feature_names=None) -> LookupResult:
-        """The entry for ``key``, else the nearest same-op entry within ``max_distance`` of the same
-        dtype (``how`` "nearest"), of a dtype of the same width (``how`` "other-dtype", counted
-        ``OTHER_DTYPE_DISTANCE`` further), or of a sibling device (``how`` "sibling", the problem
+        """The entry for ``key`` (``how`` "exact"; a sibling device's entry of ``key`` instead where
+        it searched a kernel this one never did and found it faster: ``how`` "sibling", not counted
+        as a miss, see ``siblings.searched_further``), else the nearest same-op entry within
+        ``max_distance`` of the same dtype (``how`` "nearest"), of a dtype of the same width (``how``
+        "other-dtype", counted ``OTHER_DTYPE_DISTANCE`` further), or of a sibling device (``how`` "sibling", the problem
         itself included, counted ``SIBLING_DEVICE_DISTANCE`` further; see ``stuning.db.siblings``).
 
         Distance: ``feature_distance`` over ``feature_names`` (default: log2(1 + x) of every feature
@@ -136,7 +143,8 @@ class TuningDB:
         """
         entry = self._answers.get(key)
         if entry is not None:
-            return LookupResult(entry, "exact", 0.0)
+            theirs = self._sibling_searched_further(key, entry)
+            return LookupResult(entry, "exact", 0.0) if theirs is None else LookupResult(theirs, "sibling", 0.0)
         dtype, features = dtype_name(dtype), features or {}
         dtypes = (dtype, *SAME_WIDTH_DTYPES.get(dtype, ()))
         found = []  # (distance counted, order, result)
@@ -168,6 +176,13 @@ class TuningDB:
             self._siblings = load_sibling_entries(self.search_path, self.device_name, identity,
                                                   self._answers_but_for_device)
         return self._siblings
+
+    def _sibling_searched_further(self, key: str, entry: DBEntry) -> DBEntry | None:
+        """A sibling's entry of ``key`` that ``searched_further`` than this device's ``entry``, or None."""
+        if not entry.tuner.get("kernels"):  # nothing recorded to compare: the sibling's files stay unread
+            return None
+        theirs = self.sibling_entries().get((entry.op, entry.dtype), {}).get(key)
+        return theirs if theirs is not None and searched_further(entry, theirs) else None
 
     @staticmethod
     def _nearest(candidates, features, max_distance, feature_names) -> tuple[float, DBEntry] | None:
