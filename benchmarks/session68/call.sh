@@ -1,6 +1,9 @@
 # Session 68's device calls, on whichever GPU comes; `bash benchmarks/session68/call.sh PHASE`.
 # The scratch database in /tmp/sdb is kept between calls on a warm machine (a fresh one starts from
 # the shipped files), and every call returns it, so a cut-off session loses at most one call.
+#   H200 0: before any re-tune, the fp32 SpMM first table benched twice: with the shipped files (A),
+#           where 28 of its stale entries give way to the H100's scatter ones (siblings.searched_further),
+#           and with nvidia-h100-80gb-hbm3.json moved away (B), as the H200's own entries answer.
 #   H200 1: the SpMM entries `stuning db untried` lists (100 fp32 ones tuned before the scatter
 #           kernel took fp32, BENCHMARKS 9m/9r) re-tuned with it.
 #   H200 2: what phase 1 left, then the untried SDDMM entries, then the first table's fp32 70% SpMM rows.
@@ -29,6 +32,10 @@ untried() {  # $1: op, $2: seconds
     python3 -c "import json,sys; print(len(json.load(sys.stdin)['entries']), '$1 entries still untried')"
 }
 case "$dev:${1:-1}" in
+  *H200*:0) bench spmm-fp32-A 100 --ops spmm --dtypes fp32
+    mv tuning_db/nvidia-h100-80gb-hbm3.json /tmp/ && rm -f /tmp/sdb/nvidia-h100-80gb-hbm3.json
+    bench spmm-fp32-B 100 --ops spmm --dtypes fp32
+    mv /tmp/nvidia-h100-80gb-hbm3.json tuning_db/ && cp tuning_db/nvidia-h100-80gb-hbm3.json /tmp/sdb/ ;;
   *H200*:1) untried spmm 450 ;;
   *H200*:2) untried spmm 180; untried sddmm 180
     timeout -s KILL 100 stuning tune --suite first-table --op spmm --dtype fp32 --sparsity 0.7 --n 128 --seconds 4 \
