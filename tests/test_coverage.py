@@ -93,8 +93,33 @@ def test_db_untried_lists_the_entries_to_tune_again(tmp_path, monkeypatch, capsy
     db.save()
     assert cli_main(["db", "untried", "--device", name, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["entries"]
-    assert listed == {"old": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]},
-                      "fp32": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"]}}
+    assert listed == {"old": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"], "answered_by": None},
+                      "fp32": {"kernel": "csr", "time_us": 20.0, "untried": ["scatter"], "answered_by": None}}
+
+
+def test_db_untried_says_which_entries_a_siblings_wider_search_answers_for(tmp_path, monkeypatch, capsys,
+                                                                            scatter_in_space):
+    monkeypatch.setenv("STUNING_DB_DIR", str(tmp_path))
+    name = "NVIDIA H200"
+    here = dataclasses.replace(open_db(name).env, compute_capability=(9, 0), sm_count=132)  # the CLI's, with a chip
+    h100 = dataclasses.replace(here, device="NVIDIA H100 80GB HBM3")
+    old = dataclasses.replace(spmm_entry(kernels=["csr", "sell"], dtype="float32"), env=here.entry_env("spmm"))
+    theirs = dataclasses.replace(old, env=h100.entry_env("spmm"), best=TimedConfig({"kernel": "scatter"}, 8.0),
+                                 tuner=dict(old.tuner, kernels=["csr", "scatter", "sell"]))
+    for env, entries in ((here, {"fp32": old, "fp32-slower-there": old}),
+                         (h100, {"fp32": theirs, "fp32-slower-there": dataclasses.replace(
+                             theirs, best=TimedConfig({"kernel": "scatter"}, 30.0))})):
+        db = TuningDB.open(env.device, search_path=[tmp_path], write_dir=tmp_path, env=env)
+        for key, e in entries.items():
+            db.put(e, key)
+        db.save()
+    assert cli_main(["db", "untried", "--device", name, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["entries"]
+    assert listed["fp32"]["answered_by"] == {"device": "NVIDIA H100 80GB HBM3", "kernel": "scatter", "time_us": 8.0}
+    assert listed["fp32-slower-there"]["answered_by"] is None
+    assert cli_main(["db", "untried", "--device", name]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 of them answer with a sibling device's entry" in out
 
 
 @pytest.mark.filterwarnings("ignore::stuning.db.StaleEntriesWarning")

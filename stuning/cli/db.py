@@ -145,21 +145,27 @@ def _untried(args) -> int:
     ops = None if args.op is None else [args.op]
     listed = untried_entries(db, budget_of(target_spec(db.device_name)), ops)
     found = {key: (entry, untried) for key, entry, untried in listed}
+    # Until re-tuned, a sibling device's entry that tried the kernel may answer in the own one's place.
+    stand_ins = {key: db.sibling_stand_in(key) for key in found}
     not_judged = kernels_not_installed(ops)
     if args.json:
         print_json({"device": db.device_name, "entries": {k: {"kernel": e.best.config.get("kernel"),
-                                                               "time_us": e.best.time_us, "untried": u}
+                                                               "time_us": e.best.time_us, "untried": u,
+                                                               "answered_by": _stand_in_json(stand_ins[k])}
                                                            for k, (e, u) in found.items()},
                     "not_judged": not_judged})
         return EXIT_OK
-    rows = [[k, e.best.config.get("kernel", ""), fmt_us(e.best.time_us), ", ".join(u), e.updated[:10]]
-            for k, (e, u) in found.items()]
+    rows = [[k, e.best.config.get("kernel", ""), fmt_us(e.best.time_us), ", ".join(u), e.updated[:10],
+             _stand_in_text(stand_ins[k])] for k, (e, u) in found.items()]
     con = console()
     con.print(table(f"{db.device_name}: {len(rows)} entries never tried a kernel of their space, or only "
                     "an older form of it",
-                    ["key", "best kernel", "us", "never tried", "tuned"], rows))
+                    ["key", "best kernel", "us", "never tried", "tuned", "lookups answered by"], rows))
     if rows:
         con.print("`stuning tune --untried` re-tunes the SpMM and SDDMM ones; `stuning pretune` a model's")
+    if any(stand_ins.values()):
+        con.print(f"{sum(1 for v in stand_ins.values() if v)} of them answer with a sibling device's entry, whose "
+                  "search found a faster kernel they never tried, until re-tuned here")
     if not_judged:
         names = "; ".join(f"{op} {', '.join(kernels)}" for op, kernels in not_judged.items())
         # Without this, a listing taken on a machine without those kernels reads as "nothing to tune".
@@ -213,3 +219,15 @@ def _prune(args) -> int:
     else:
         console().print(f"dropped {dropped} stale entries from {args.file}")
     return EXIT_OK
+
+
+def _stand_in_json(entry) -> dict | None:
+    if entry is None:
+        return None
+    return {"device": entry.env.get("device"), "kernel": entry.best.config.get("kernel"), "time_us": entry.best.time_us}
+
+
+def _stand_in_text(entry) -> str:
+    if entry is None:
+        return "own"
+    return f"{entry.env.get('device')}: {entry.best.config.get('kernel')} {fmt_us(entry.best.time_us)}"

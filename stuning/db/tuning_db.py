@@ -143,7 +143,7 @@ class TuningDB:
         """
         entry = self._answers.get(key)
         if entry is not None:
-            theirs = self._sibling_searched_further(key, entry)
+            theirs = self.sibling_stand_in(key)
             return LookupResult(entry, "exact", 0.0) if theirs is None else LookupResult(theirs, "sibling", 0.0)
         dtype, features = dtype_name(dtype), features or {}
         dtypes = (dtype, *SAME_WIDTH_DTYPES.get(dtype, ()))
@@ -177,9 +177,11 @@ class TuningDB:
                                                   self._answers_but_for_device)
         return self._siblings
 
-    def _sibling_searched_further(self, key: str, entry: DBEntry) -> DBEntry | None:
-        """A sibling's entry of ``key`` that ``searched_further`` than this device's ``entry``, or None."""
-        if not entry.tuner.get("kernels"):  # nothing recorded to compare: the sibling's files stay unread
+    def sibling_stand_in(self, key: str) -> DBEntry | None:
+        """A sibling device's entry of ``key`` that answers lookups in place of this device's own
+        one, since its search found a faster kernel the own never tried (``searched_further``); or None."""
+        entry = self._answers.get(key)
+        if entry is None or not entry.tuner.get("kernels"):  # nothing to compare: siblings stay unread
             return None
         theirs = self.sibling_entries().get((entry.op, entry.dtype), {}).get(key)
         return theirs if theirs is not None and searched_further(entry, theirs) else None
