@@ -161,3 +161,19 @@ def test_the_shipped_h100_entries_answer_the_h200s_fp32_entries_tuned_before_the
     found = db.lookup("spmm", "float32", key, h200[key]["features"], max_distance=1.0)
     assert found.how == "sibling" and found.entry.config == h100[key]["best"]["config"]
     assert found.entry.config["kernel"] == "scatter"
+
+
+@pytest.mark.parametrize("own_speedup, their_speedup", [(0.8, 1.6), (1.2, 0.9)])
+def test_dense_fallback_follows_the_entry_that_answers(tmp_path, own_speedup, their_speedup):
+    # A layer with dense_fallback runs dense where the key's entry measured dense faster: where the
+    # sibling's entry answers in the own one's place, its config runs, so its measurement decides.
+    from stuning.ops.selection import ConfigSelector
+
+    theirs = searched(entry(40.0, {"kernel": "scatter"}, env=H200, dense_us=40.0 * their_speedup),
+                      "csr", "scatter", "sell")
+    write_device_db(tmp_path, H200, {KEY: theirs})
+    db = open_db(tmp_path)
+    db.put(searched(entry(90.0, {"kernel": "sell"}, dense_us=90.0 * own_speedup), "csr", "sell"), KEY)
+    selector = ConfigSelector()
+    selector._db = db
+    assert selector.dense_faster(KEY) is (their_speedup < 1.0)

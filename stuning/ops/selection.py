@@ -1,6 +1,7 @@
 """Choosing a config at run time: the tuning database, else the cost model, else the heuristic.
 
-The chain for a problem: the exact database key; else the nearest entry within the op's
+The chain for a problem: the exact database key (or a sibling device's entry of it, where its search
+found a faster kernel the own entry never tried); else the nearest entry within the op's
 ``NEAREST_MAX_DISTANCE`` (``tuning.features``: which features, compared how; its config repaired
 for this shape) or of the other half-precision dtype (fp16 for bf16 and back), whichever is nearer
 with the other dtype counted ``OTHER_DTYPE_DISTANCE`` further, or of a sibling device (the same
@@ -75,13 +76,16 @@ class ConfigSelector:
 
     def dense_faster(self, key: str) -> bool:
         """Whether this key's own entry (this device and Triton; not a neighbour's) measured the
-        dense product faster than its best config. Read once per key, like the configs."""
+        dense product faster than its best config; where a sibling's entry of the key answers in the
+        own one's place (``TuningDB.sibling_stand_in``), that entry's measurement, since its config
+        is the one that runs. Read once per key, like the configs."""
         hit = self._dense_by_key.get(key)
         if hit is not None:
             return hit
         faster = False
         if os.environ.get(ENV_NO_DB, "0") in ("", "0"):
-            entry = self.db().get(key)
+            db = self.db()
+            entry = db.sibling_stand_in(key) or db.get(key)
             speedup = entry.speedup_vs_dense if entry is not None else None
             faster = speedup is not None and speedup < 1.0
         self._dense_by_key[key] = faster
