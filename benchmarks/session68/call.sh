@@ -8,6 +8,9 @@
 #           kernel took fp32, BENCHMARKS 9m/9r) re-tuned with it.
 #   H200 2: what phase 1 left, then the untried SDDMM entries, then the first table's fp32 70% SpMM rows.
 #   H200 3: the fp32 first tables (SpMM, SDDMM) benched on the re-tuned entries.
+#   H100 2: what call 1 and session 68's fp32 tunes left (BENCHMARKS 9s): four fp16 problems, the fp32
+#           98% rows of 4096 x 11008 (and 11008 x 4096 at N = 2048) and the fp32 70% rows but BERT's
+#           at N = 128 / 2048, then the fp32 SpMM first table benched.
 #   H100 1: the seven fp16 SpMM first-table problems without an H100 entry (call6.sh's rest), then
 #           the fp16 and fp32 SpMM first tables benched.
 # Merge a returned database by hand: python3 -m stuning db merge --device "<name>" --out
@@ -48,6 +51,17 @@ case "$dev:${1:-1}" in
       timeout -s KILL 20 $tune --shape 4096x11008 --n 128 --sparsity 0.98 --skew 0.4 --max-seconds 5
     } > $OUT/tune-fp16.log 2>&1; echo "tune fp16 done"
     bench spmm-fp16 100 --ops spmm --dtypes fp16; bench spmm-fp32 150 --ops spmm --dtypes fp32 ;;
+  *H100*:2) f16="stuning tune --suite first-table --op spmm --dtype fp16 --seconds 5"
+    f32="stuning tune --suite first-table --op spmm --dtype fp32 --seconds 4"
+    { timeout -s KILL 60 $f16 --shape 3072x768 --n 2048 --sparsity 0.98 --max-seconds 30
+      timeout -s KILL 40 $f16 --shape 3072x768 --n 2048 --sparsity 0.9 --skew 0.4 --max-seconds 5
+      timeout -s KILL 40 $f16 --shape 4096x11008 --n 128 --sparsity 0.98 --skew 0.4 --max-seconds 5
+      timeout -s KILL 120 $f32 --shape 4096x11008 --sparsity 0.98 --max-seconds 90
+      timeout -s KILL 50 $f32 --shape 11008x4096 --n 2048 --sparsity 0.98 --max-seconds 20
+      timeout -s KILL 100 $f32 --shape 4096x4096,4096x11008,11008x4096 --n 128,2048 --sparsity 0.7 --max-seconds 80
+      timeout -s KILL 90 $f32 --n 16 --sparsity 0.7 --max-seconds 60
+    } > $OUT/tune.log 2>&1; echo "tunes done"
+    bench spmm-fp32 80 --ops spmm --dtypes fp32 ;;
   *) echo "no work for $dev phase ${1:-1}" ;;
 esac
 cp /tmp/sdb/nvidia-h*.json $OUT/ 2>/dev/null; ls $OUT
