@@ -53,13 +53,13 @@ case "$dev:${1:-1}" in
     bench spmm-fp16 100 --ops spmm --dtypes fp16; bench spmm-fp32 150 --ops spmm --dtypes fp32 ;;
   *H100*:2) f16="stuning tune --suite first-table --op spmm --dtype fp16 --seconds 5"
     f32="stuning tune --suite first-table --op spmm --dtype fp32 --seconds 4"
-    { timeout -s KILL 60 $f16 --shape 3072x768 --n 2048 --sparsity 0.98 --max-seconds 30
+    { timeout -s KILL 45 $f16 --shape 3072x768 --n 2048 --sparsity 0.98 --max-seconds 25
       timeout -s KILL 40 $f16 --shape 3072x768 --n 2048 --sparsity 0.9 --skew 0.4 --max-seconds 5
       timeout -s KILL 40 $f16 --shape 4096x11008 --n 128 --sparsity 0.98 --skew 0.4 --max-seconds 5
-      timeout -s KILL 120 $f32 --shape 4096x11008 --sparsity 0.98 --max-seconds 90
+      timeout -s KILL 100 $f32 --shape 4096x11008 --sparsity 0.98 --max-seconds 70
       timeout -s KILL 50 $f32 --shape 11008x4096 --n 2048 --sparsity 0.98 --max-seconds 20
-      timeout -s KILL 100 $f32 --shape 4096x4096,4096x11008,11008x4096 --n 128,2048 --sparsity 0.7 --max-seconds 80
-      timeout -s KILL 90 $f32 --n 16 --sparsity 0.7 --max-seconds 60
+      timeout -s KILL 90 $f32 --shape 4096x4096,4096x11008,11008x4096 --n 128,2048 --sparsity 0.7 --max-seconds 70
+      timeout -s KILL 70 $f32 --n 16 --sparsity 0.7 --max-seconds 45
     } > $OUT/tune.log 2>&1; echo "tunes done"
     bench spmm-fp32 80 --ops spmm --dtypes fp32 ;;
   *) echo "no work for $dev phase ${1:-1}" ;;
