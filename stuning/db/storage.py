@@ -172,12 +172,15 @@ def _missing(path):
 
 
 def _no_duplicate_keys(pairs):
-    # A git merge can leave a key twice; json would silently keep the last one.
-    obj = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"duplicate key {key!r}")
-        obj[key] = value
+    # A git merge can leave a key twice; json would silently keep the last one. dict() builds the
+    # object in C (every database read, a sibling's file included, goes through here per object).
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
     return obj
 
 
