@@ -8,7 +8,7 @@ source scripts/gpu_env.sh >/dev/null || exit 1
 [ -d /tmp/sdb ] || { mkdir -p /tmp/sdb && cp tuning_db/*.json /tmp/sdb/; }
 dev=$(python3 -c "import torch; print(torch.cuda.get_device_name())")
 echo "device: $dev; step ${1:-1}"
-T0=$(date +%s); left() { echo $((560 - $(date +%s) + T0)); }
+T0=$(date +%s); left() { echo $((${CALL_SECONDS:-560} - $(date +%s) + T0)); }
 gpu_tests() {  # three shards side by side (correctness only: they share the GPU), then the two timing tests alone
   python3 -m pytest -m gpu --collect-only -q -p no:cacheprovider 2>/dev/null | grep "::" |
     grep -v "tests/test_timing.py" > /tmp/ids
