@@ -34,7 +34,8 @@ phase() {
 run_phase() {
   case $1 in
   tests)
-    phase tests python3 -m pytest -m gpu -q -p no:cacheprovider --maxfail=8 -rf --durations=15
+    # Sharded side by side (scripts/gpu_tests.sh): one after another the suite outlasts a call.
+    phase tests bash scripts/gpu_tests.sh
     ;;
   semi24)
     # The rebuilt kernel (current) against mode 1 (its predecessor) and a dense tile, one run.
