@@ -133,9 +133,10 @@ class TuningDB:
         """The entry for ``key`` (``how`` "exact"; a sibling device's entry of ``key`` instead where
         it searched a kernel this one never did and found it faster: ``how`` "sibling", not counted
         as a miss, see ``siblings.searched_further``), else the nearest same-op entry within
-        ``max_distance`` of the same dtype (``how`` "nearest"), of a dtype of the same width (``how``
-        "other-dtype", counted ``OTHER_DTYPE_DISTANCE`` further), or of a sibling device (``how`` "sibling", the problem
-        itself included, counted ``SIBLING_DEVICE_DISTANCE`` further; see ``stuning.db.siblings``).
+        ``max_distance`` of the same dtype (``how`` "nearest"), of a dtype of the same width
+        (``how`` "other-dtype", counted ``OTHER_DTYPE_DISTANCE`` further), or of a sibling device
+        (``how`` "sibling", the problem itself included, counted ``SIBLING_DEVICE_DISTANCE`` further;
+        see ``stuning.db.siblings``).
 
         Distance: ``feature_distance`` over ``feature_names`` (default: log2(1 + x) of every feature
         both have). Stale entries are never answers. A miss is counted (see misses()), also when an
@@ -143,7 +144,7 @@ class TuningDB:
         """
         entry = self._answers.get(key)
         if entry is not None:
-            theirs = self.sibling_stand_in(key)
+            theirs = self._stand_in(entry, key)
             return LookupResult(entry, "exact", 0.0) if theirs is None else LookupResult(theirs, "sibling", 0.0)
         dtype, features = dtype_name(dtype), features or {}
         dtypes = (dtype, *SAME_WIDTH_DTYPES.get(dtype, ()))
@@ -180,7 +181,9 @@ class TuningDB:
     def sibling_stand_in(self, key: str) -> DBEntry | None:
         """A sibling device's entry of ``key`` that answers lookups in place of this device's own
         one, since its search found a faster kernel the own never tried (``searched_further``); or None."""
-        entry = self._answers.get(key)
+        return self._stand_in(self._answers.get(key), key)
+
+    def _stand_in(self, entry: DBEntry | None, key: str) -> DBEntry | None:
         if entry is None or not entry.tuner.get("kernels"):  # nothing to compare: siblings stay unread
             return None
         theirs = self.sibling_entries().get((entry.op, entry.dtype), {}).get(key)
