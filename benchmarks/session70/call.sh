@@ -2,7 +2,8 @@
 # ran session 69's step 2 and a bf16 attention tune (benchmarks/session70/README.md).
 #   3 on an H100: 2:4 tuned there for the first time (fp16, the first table's 15 problems; bf16
 #     looks fp16's entries up), then the 2:4 first table benched in fp16 and bf16.
-#   4 on an H100: the whole `pytest -m gpu` through scripts/gpu_tests.sh (its first whole run), then
+#   3 on an H200: session 68's H200 phase 1 (the ~100 untried fp32 SpMM entries re-tuned, 450 s).
+#   4 on either: the whole `pytest -m gpu` through scripts/gpu_tests.sh (its first whole run), then
 #     bench_vs_tuner.py (9t's open question: a slower bench path, or a lucky recorded best?).
 source scripts/gpu_env.sh >/dev/null || exit 1
 [ -d /tmp/sdb ] || { mkdir -p /tmp/sdb && cp tuning_db/*.json /tmp/sdb/; }
@@ -18,7 +19,8 @@ case "$dev:${1:-3}" in
       --max-seconds $(($(left) - 40)) --out /tmp/bench-semi24 > $OUT/bench-semi24.log 2>&1
     echo "bench rc=$?"; cp /tmp/bench-semi24/results.csv $OUT/semi24.csv; tail -4 $OUT/bench-semi24.log
     cp /tmp/sdb/nvidia-h100*.json $OUT/ ;;
-  *H100*:4)
+  *H200*:3) bash benchmarks/session68/call.sh 1 ;;
+  *:4)
     GPU_TEST_SHARDS=4 GPU_TEST_SECONDS=330 OUT=/tmp/gt bash scripts/gpu_tests.sh; echo "gpu_tests.sh rc=$?"
     for f in /tmp/gt/*.log; do echo "== ${f##*/}"; cat $f; done > $OUT/gpu-tests.log
     timeout -s KILL $(($(left) - 5)) python3 benchmarks/session70/bench_vs_tuner.py $OUT/bench-vs-tuner.csv \
