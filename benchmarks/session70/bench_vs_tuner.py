@@ -11,7 +11,7 @@ median against the entry:
   api       the tuner's inputs through ``stuning.spmm(config=...)``, timed as a bench row
   bench     the bench's own inputs (rows padded to 4) through ``stuning.spmm``, as a bench row
 
-python3 benchmarks/session70/bench_vs_tuner.py [OUT.csv]
+python3 benchmarks/session70/bench_vs_tuner.py [OUT.csv [SECONDS]]   # no new problem after SECONDS
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import csv
 import math
 import statistics
 import sys
+import time
 
 import torch
 
@@ -36,7 +37,8 @@ ROUNDS = 5
 WAYS = ("tuner", "rowtimer", "api", "bench")
 
 
-def main(out_csv: str | None) -> None:
+def main(out_csv: str | None, seconds: float) -> None:
+    t0 = time.monotonic()
     db = open_db()
     fam = family("spmm")
     settings = TimerSettings()
@@ -46,6 +48,9 @@ def main(out_csv: str | None) -> None:
                    skews=[0.0])["spmm"]
     rows = []
     for case in cases:
+        if time.monotonic() - t0 > seconds:
+            print(f"stopped after {seconds:g} s")
+            break
         problem = spmm_problem(case, seed=0)
         entry = db.get(key_for(problem.features))
         if entry is None or entry.best.time_us is None:
@@ -101,4 +106,4 @@ def time_case(case, problem, config, timer: RowTimer, share: float) -> dict[str,
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main(sys.argv[1] if len(sys.argv) > 1 else None, float(sys.argv[2]) if len(sys.argv) > 2 else math.inf)
