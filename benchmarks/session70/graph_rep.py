@@ -1,0 +1,96 @@
+"""Why does a bench row's timing read ~4% over the tuner's re-time of the same callable (call 3)?
+
+The two differ in how long each CUDA-graph timing runs (the bench: ``graph_rep_ms`` 8 ms shared by
+3 rounds, 2.7 ms; the tuner's re-time: 25 ms), in the stream (the tuner's runs on a side stream) and
+in what ran just before (the tuner's ``bench_us`` runs ``do_bench`` first). Per problem, in turn, 5
+rounds each: ``flushed_graph_us`` at 2.7 and 25 ms on the default stream, at 25 ms on a side stream,
+the tuner's ``bench_us``, and the L2 flush alone (the time both subtract) at 2.7 and 25 ms.
+
+python3 benchmarks/session70/graph_rep.py [OUT.csv [SECONDS]]
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import sys
+import time
+
+import torch
+import triton.testing
+
+from stuning.suite import preset
+from stuning.tuning.objective import KernelObjective
+from stuning.tuning.problems import spmm_problem
+from stuning.tuning.registry import family
+from stuning.tuning.session import key_for, open_db
+from stuning.tuning.timing import RETIME_TIMING, _flush_buffer, bench_us, flushed_graph_us
+
+ROUNDS = 5  # as bench_vs_tuner.py
+SHORT_MS = 8.0 / 3  # a bench row's graph time per round: graph_rep_ms 8 over 3 rounds
+
+
+def ways(tuned, side):
+    flush = _flush_buffer()
+
+    def on_side(rep):
+        with torch.cuda.stream(side):
+            return flushed_graph_us(tuned, rep_ms=rep)
+
+    return {
+        "g_short": lambda: flushed_graph_us(tuned, rep_ms=SHORT_MS),
+        "g_long": lambda: flushed_graph_us(tuned, rep_ms=25),
+        "g_long_side": lambda: on_side(25),
+        "tuner": lambda: bench_us(tuned, **RETIME_TIMING)[0],
+        "flush_short": lambda: triton.testing.do_bench_cudagraph(flush.zero_, rep=SHORT_MS, return_mode="median") * 1e3,
+        "flush_long": lambda: triton.testing.do_bench_cudagraph(flush.zero_, rep=25, return_mode="median") * 1e3,
+    }
+
+
+def main(out_csv: str | None, seconds: float) -> None:
+    t0 = time.monotonic()
+    db, fam, side = open_db(), family("spmm"), torch.cuda.Stream()
+    cases = preset(
+        "first-table", ops=["spmm"], dtypes=["fp16"], ns=[16, 128], sparsities=[0.9, 0.95, 0.98], skews=[0.0]
+    )["spmm"]
+    rows = []
+    for case in cases:
+        if time.monotonic() - t0 > seconds:
+            print(f"stopped after {seconds:g} s")
+            break
+        problem = spmm_problem(case, seed=0)
+        entry = db.get(key_for(problem.features))
+        if entry is None:
+            continue
+        config = fam.config_from_dict(entry.best.config)
+        objective = KernelObjective(problem)
+        objective.check(config)
+        fns = ways(objective.timed(config), side)
+        times = {w: [] for w in fns}
+        for _ in range(ROUNDS):
+            for w, fn in fns.items():
+                times[w].append(fn())
+        row = {"case": case.name, "kernel": entry.best.config.get("kernel")}
+        row.update({f"{w}_us": statistics.median(t) for w, t in times.items()})
+        rows.append(row)
+        print(f"{case.name:36s} " + " ".join(f"{w} {row[f'{w}_us']:7.2f}" for w in fns), flush=True)
+    if not rows:
+        sys.exit("no exact entries")
+
+    def geo(key):
+        return math.exp(sum(math.log(r[key] / r["tuner_us"]) for r in rows) / len(rows))
+
+    print(f"\n{len(rows)} problems; geomean over the tuner's time: "
+          + ", ".join(f"{w} {geo(w + '_us'):.3f}x" for w in ("g_short", "g_long", "g_long_side")))
+    short, long = (statistics.median(r[f"flush_{k}_us"] for r in rows) for k in ("short", "long"))
+    print(f"flush alone, median over problems: short {short:.2f} us, long {long:.2f} us")
+    if out_csv:
+        with open(out_csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None, float(sys.argv[2]) if len(sys.argv) > 2 else math.inf)
