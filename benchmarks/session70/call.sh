@@ -5,6 +5,8 @@
 #   3 on an H200: session 68's H200 phase 1 (the ~100 untried fp32 SpMM entries re-tuned, 450 s).
 #   5 on either: bench_vs_tuner.py for 200 s, then on an H100 step 3's 2:4 tune and bench in what is
 #     left, on an H200 the untried fp32 SpMM entries re-tuned (one call where a machine is scarce).
+#   6 on either (not run yet): graph_rep.py for 300 s, the bench-vs-tuner gap taken apart (9u), then
+#     the untried entries `stuning tune --untried` lists re-tuned in what is left.
 #   4 on either: the whole `pytest -m gpu` through scripts/gpu_tests.sh (its first whole run), then
 #     bench_vs_tuner.py (9t's open question: a slower bench path, or a lucky recorded best?).
 source scripts/gpu_env.sh >/dev/null || exit 1
@@ -42,6 +44,12 @@ case "$dev:${1:-3}" in
         timeout -s KILL $(($(left) - 10)) stuning tune --untried --op spmm --seconds 4 --max-seconds $(($(left) - 70)) \
           --json > $OUT/tune-untried-spmm.json 2> $OUT/tune-untried-spmm.log; echo "untried rc=$?" ;;
     esac
+    cp /tmp/sdb/nvidia-h*.json $OUT/ ;;
+  *:6)
+    timeout -s KILL 360 python3 benchmarks/session70/graph_rep.py $OUT/graph-rep.csv 300 > $OUT/graph-rep.log 2>&1
+    echo "graph_rep rc=$?"; tail -4 $OUT/graph-rep.log
+    timeout -s KILL $(($(left) - 10)) stuning tune --untried --seconds 4 --max-seconds $(($(left) - 70)) --json \
+      > $OUT/tune-untried.json 2> $OUT/tune-untried.log; echo "untried rc=$?"
     cp /tmp/sdb/nvidia-h*.json $OUT/ ;;
   *) echo "no step ${1:-3} for $dev" ;;
 esac

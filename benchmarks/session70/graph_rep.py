@@ -4,7 +4,17 @@ The two differ in how long each CUDA-graph timing runs (the bench: ``graph_rep_m
 3 rounds, 2.7 ms; the tuner's re-time: 25 ms), in the stream (the tuner's runs on a side stream) and
 in what ran just before (the tuner's ``bench_us`` runs ``do_bench`` first). Per problem, in turn, 5
 rounds each: ``flushed_graph_us`` at 2.7 and 25 ms on the default stream, at 25 ms on a side stream,
-the tuner's ``bench_us``, and the L2 flush alone (the time both subtract) at 2.7 and 25 ms.
+the tuner's ``bench_us``, the L2 flush alone (the time both subtract) at 2.7 and 25 ms, and
+``queued_graph_us`` (below) at 2.7 and 25 ms.
+
+The suspect: ``do_bench_cudagraph`` unrolls rep / estimate calls into its graph, with the estimate
+taken from five eager calls, host time included, and it times each replay from an event recorded
+before the replay is launched, so the replay's launch (microseconds) is timed and shared among the
+calls. A Python launcher with ~100 us of host time (the scatter kernel's) gets few calls per graph,
+the flush alone many, and the difference of the two keeps part of a launch: at 2.7 ms, ~0.6 us with
+~18 and ~76 calls a graph and a 15-us launch; at 25 ms a tenth of it. cuBLAS's launch is cheap, so
+the dense baseline keeps almost none. ``queued_graph_us`` counts the calls from a graph's replay
+and queues every timed replay behind a sleep kernel, so neither the host nor the launch is timed.
 
 python3 benchmarks/session70/graph_rep.py [OUT.csv [SECONDS]]
 """
@@ -29,6 +39,42 @@ from stuning.tuning.timing import RETIME_TIMING, _flush_buffer, bench_us, flushe
 
 ROUNDS = 5  # as bench_vs_tuner.py
 SHORT_MS = 8.0 / 3  # a bench row's graph time per round: graph_rep_ms 8 over 3 rounds
+SLEEP_CYCLES = 400_000  # ~200 us at the H100's and H200's clocks: longer than a replay's launch
+
+
+def queued_graph_us(fn, rep_ms: float) -> float:
+    """``flushed_graph_us`` with the replay's launch kept out of the time (see the docstring)."""
+    flush = _flush_buffer()
+
+    def cold():
+        flush.zero_()
+        fn()
+
+    return max(_queued_graph_ms(cold, rep_ms) - _queued_graph_ms(flush.zero_, rep_ms), 0.0) * 1e3
+
+
+def _queued_graph_ms(fn, rep_ms: float, retries: int = 10) -> float:
+    def replayed_ms(graph, calls):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SLEEP_CYCLES)  # the GPU waits here while the host launches the replay
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / calls
+
+    with torch.cuda.stream(torch.cuda.Stream()):
+        fn()
+        one = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(one):
+            fn()
+        estimate = min(replayed_ms(one, 1) for _ in range(3))
+        calls = max(1, int(rep_ms / max(estimate, 1e-4)))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        return statistics.median(replayed_ms(graph, calls) for _ in range(retries))
 
 
 def ways(tuned, side):
@@ -45,6 +91,8 @@ def ways(tuned, side):
         "tuner": lambda: bench_us(tuned, **RETIME_TIMING)[0],
         "flush_short": lambda: triton.testing.do_bench_cudagraph(flush.zero_, rep=SHORT_MS, return_mode="median") * 1e3,
         "flush_long": lambda: triton.testing.do_bench_cudagraph(flush.zero_, rep=25, return_mode="median") * 1e3,
+        "q_short": lambda: queued_graph_us(tuned, SHORT_MS),
+        "q_long": lambda: queued_graph_us(tuned, 25),
     }
 
 
@@ -82,7 +130,7 @@ def main(out_csv: str | None, seconds: float) -> None:
         return math.exp(sum(math.log(r[key] / r["tuner_us"]) for r in rows) / len(rows))
 
     print(f"\n{len(rows)} problems; geomean over the tuner's time: "
-          + ", ".join(f"{w} {geo(w + '_us'):.3f}x" for w in ("g_short", "g_long", "g_long_side")))
+          + ", ".join(f"{w} {geo(w + '_us'):.3f}x" for w in ("g_short", "g_long", "g_long_side", "q_short", "q_long")))
     short, long = (statistics.median(r[f"flush_{k}_us"] for r in rows) for k in ("short", "long"))
     print(f"flush alone, median over problems: short {short:.2f} us, long {long:.2f} us")
     if out_csv:
