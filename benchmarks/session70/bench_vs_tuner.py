@@ -37,24 +37,29 @@ ROUNDS = 5
 WAYS = ("tuner", "rowtimer", "api", "bench")
 
 
-def main(out_csv: str | None, seconds: float) -> None:
+def entry_problems(seconds: float = math.inf):
+    """(case, problem, its exact entry) for the problems above, none started after ``seconds``."""
     t0 = time.monotonic()
     db = open_db()
+    cases = preset("first-table", ops=["spmm"], dtypes=["fp16"], ns=[16, 128], sparsities=[0.9, 0.95, 0.98],
+                   skews=[0.0])["spmm"]
+    for case in cases:
+        if time.monotonic() - t0 > seconds:
+            print(f"stopped after {seconds:g} s")
+            return
+        problem = spmm_problem(case, seed=0)
+        entry = db.get(key_for(problem.features))
+        if entry is not None and entry.best.time_us is not None:
+            yield case, problem, entry
+
+
+def main(out_csv: str | None, seconds: float) -> None:
     fam = family("spmm")
     settings = TimerSettings()
     timer = RowTimer(settings, on_gpu=True)
     share = 1.0 / settings.rounds  # a bench row times each implementation for this share a round
-    cases = preset("first-table", ops=["spmm"], dtypes=["fp16"], ns=[16, 128], sparsities=[0.9, 0.95, 0.98],
-                   skews=[0.0])["spmm"]
     rows = []
-    for case in cases:
-        if time.monotonic() - t0 > seconds:
-            print(f"stopped after {seconds:g} s")
-            break
-        problem = spmm_problem(case, seed=0)
-        entry = db.get(key_for(problem.features))
-        if entry is None or entry.best.time_us is None:
-            continue
+    for case, problem, entry in entry_problems(seconds):
         times = time_case(case, problem, fam.config_from_dict(entry.best.config), timer, share)
         row = {"case": case.name, "kernel": entry.best.config.get("kernel"), "entry_us": entry.best.time_us}
         for w in WAYS:
@@ -77,10 +82,14 @@ def main(out_csv: str | None, seconds: float) -> None:
         best = geo([r[f"{w}_min_us"] / r["entry_us"] for r in rows])
         print(f"  {w:9s} median {vs_entry:.3f}x entry, {vs_tuner:.3f}x tuner; fastest of rounds {best:.3f}x entry")
     if out_csv:
-        with open(out_csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(out_csv, rows)
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def time_case(case, problem, config, timer: RowTimer, share: float) -> dict[str, list[float]]:

@@ -21,20 +21,16 @@ python3 benchmarks/session70/graph_rep.py [OUT.csv [SECONDS]]
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 import sys
-import time
 
 import torch
 import triton.testing
+from bench_vs_tuner import entry_problems, write_csv  # the same problems (this folder is on the path when run)
 
-from stuning.suite import preset
 from stuning.tuning.objective import KernelObjective
-from stuning.tuning.problems import spmm_problem
 from stuning.tuning.registry import family
-from stuning.tuning.session import key_for, open_db
 from stuning.tuning.timing import RETIME_TIMING, _flush_buffer, bench_us, flushed_graph_us
 
 ROUNDS = 5  # as bench_vs_tuner.py
@@ -97,20 +93,9 @@ def ways(tuned, side):
 
 
 def main(out_csv: str | None, seconds: float) -> None:
-    t0 = time.monotonic()
-    db, fam, side = open_db(), family("spmm"), torch.cuda.Stream()
-    cases = preset(
-        "first-table", ops=["spmm"], dtypes=["fp16"], ns=[16, 128], sparsities=[0.9, 0.95, 0.98], skews=[0.0]
-    )["spmm"]
+    fam, side = family("spmm"), torch.cuda.Stream()
     rows = []
-    for case in cases:
-        if time.monotonic() - t0 > seconds:
-            print(f"stopped after {seconds:g} s")
-            break
-        problem = spmm_problem(case, seed=0)
-        entry = db.get(key_for(problem.features))
-        if entry is None:
-            continue
+    for case, problem, entry in entry_problems(seconds):
         config = fam.config_from_dict(entry.best.config)
         objective = KernelObjective(problem)
         objective.check(config)
@@ -134,10 +119,7 @@ def main(out_csv: str | None, seconds: float) -> None:
     short, long = (statistics.median(r[f"flush_{k}_us"] for r in rows) for k in ("short", "long"))
     print(f"flush alone, median over problems: short {short:.2f} us, long {long:.2f} us")
     if out_csv:
-        with open(out_csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(out_csv, rows)
 
 
 if __name__ == "__main__":
