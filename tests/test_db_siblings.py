@@ -152,15 +152,19 @@ def test_the_shipped_h100_entries_answer_the_h200s_fp32_entries_tuned_before_the
         pytest.skip("no shipped databases in this checkout")
     h100 = json.loads((SHIPPED / db_file_name(DEVICE)).read_text())["entries"]
     h200 = json.loads((SHIPPED / db_file_name(H200.device)).read_text())["entries"]
-    key = "spmm|float32|cv=0.4|density=0.105|k=11008|m=4096|n=2048|n_align=16"
-    if "scatter" in h200[key]["tuner"]["kernels"]:
-        pytest.skip("the H200's entry has been re-tuned with the scatter kernel")
-    assert h200[key]["best"]["config"]["kernel"] != "scatter"
-    here = dataclasses.replace(H200, triton=h200[key]["env"]["triton"])  # no kernel revisions: not judged
-    db = TuningDB.open(H200.device, search_path=[SHIPPED], env=here)
-    found = db.lookup("spmm", "float32", key, h200[key]["features"], max_distance=1.0)
-    assert found.how == "sibling" and found.entry.config == h100[key]["best"]["config"]
-    assert found.entry.config["kernel"] == "scatter"
+    # Read from the files themselves: an H200 fp32 entry whose search never tried the scatter kernel,
+    # where the H100's search chose it and ran faster than the H200's best (the rule, by hand).
+    stale = [key for key, theirs in h200.items()
+             if key.startswith("spmm|float32|") and "scatter" not in theirs["tuner"]["kernels"]
+             and key in h100 and h100[key]["best"]["config"]["kernel"] == "scatter"
+             and h100[key]["best"]["time_us"] < theirs["best"]["time_us"]]
+    if not stale:
+        pytest.skip("every such H200 entry has been re-tuned with the scatter kernel")
+    for key in stale:
+        here = dataclasses.replace(H200, triton=h200[key]["env"]["triton"])  # no kernel revisions: not judged
+        db = TuningDB.open(H200.device, search_path=[SHIPPED], env=here)
+        found = db.lookup("spmm", "float32", key, h200[key]["features"], max_distance=1.0)
+        assert found.how == "sibling" and found.entry.config == h100[key]["best"]["config"], key
 
 
 @pytest.mark.parametrize("own_speedup, their_speedup", [(0.8, 1.6), (1.2, 0.9)])
