@@ -22,13 +22,12 @@ class FakeFlush:
 
 
 def _fake_graph_timer(calls: list, ms_of: dict):
-    def do_bench_cudagraph(fn, rep, return_mode):
-        assert return_mode == "median"
+    def graph_ms(fn, *, rep_ms):
         start = len(calls)
         fn()  # one call stands for a replay: record what the graph would hold
         return ms_of[tuple(calls[start:])]
 
-    return do_bench_cudagraph
+    return graph_ms
 
 
 @pytest.fixture(autouse=True)
@@ -39,8 +38,7 @@ def no_flush_timed_yet(monkeypatch):
 def test_each_call_runs_behind_a_flush_and_the_flush_alone_is_subtracted(monkeypatch):
     calls: list = []
     monkeypatch.setattr(timing, "_flush_buffer", lambda: FakeFlush(calls))
-    monkeypatch.setattr(triton.testing, "do_bench_cudagraph",
-                        _fake_graph_timer(calls, {("flush", "kernel"): 0.0412, ("flush",): 0.0350}))
+    monkeypatch.setattr(timing, "graph_ms", _fake_graph_timer(calls, {("flush", "kernel"): 0.0412, ("flush",): 0.0350}))
     us = timing.flushed_graph_us(lambda: calls.append("kernel"), rep_ms=7)
     assert us == pytest.approx(6.2)
     assert calls == ["flush", "kernel", "flush"]
@@ -49,8 +47,7 @@ def test_each_call_runs_behind_a_flush_and_the_flush_alone_is_subtracted(monkeyp
 def test_a_difference_lost_in_noise_is_still_a_positive_time(monkeypatch):
     calls: list = []
     monkeypatch.setattr(timing, "_flush_buffer", lambda: FakeFlush(calls))
-    monkeypatch.setattr(triton.testing, "do_bench_cudagraph",
-                        _fake_graph_timer(calls, {("flush", "kernel"): 0.0349, ("flush",): 0.0350}))
+    monkeypatch.setattr(timing, "graph_ms", _fake_graph_timer(calls, {("flush", "kernel"): 0.0349, ("flush",): 0.0350}))
     assert 0 < timing.flushed_graph_us(lambda: calls.append("kernel")) < 0.01
 
 
@@ -58,8 +55,7 @@ def test_the_flush_alone_is_timed_again_only_after_a_while(monkeypatch):
     calls: list = []
     flush = FakeFlush(calls)
     monkeypatch.setattr(timing, "_flush_buffer", lambda: flush)
-    monkeypatch.setattr(triton.testing, "do_bench_cudagraph",
-                        _fake_graph_timer(calls, {("flush", "kernel"): 0.0412, ("flush",): 0.0350}))
+    monkeypatch.setattr(timing, "graph_ms", _fake_graph_timer(calls, {("flush", "kernel"): 0.0412, ("flush",): 0.0350}))
     clock = [100.0]
     monkeypatch.setattr(timing.time, "monotonic", lambda: clock[0])
     for _ in range(3):
@@ -68,6 +64,55 @@ def test_the_flush_alone_is_timed_again_only_after_a_while(monkeypatch):
     clock[0] += timing.FLUSH_RETIME_S + 1
     timing.flushed_graph_us(lambda: calls.append("kernel"))
     assert calls[-2:] == ["kernel", "flush"]
+
+
+class FakeGraph:
+    def __init__(self, calls: int):
+        self.calls = calls
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch):
+    """graph_ms with capture and replay replaced: a replay of a graph of n calls returns the next of
+    ``per_call[n]`` (ms a call); ``captured`` lists the calls of each graph made."""
+    state = {"captured": [], "per_call": {}}
+
+    def replay(graph, calls):
+        assert graph.calls == calls  # a replay's time is shared among the calls its graph holds
+        return state["per_call"][calls].pop(0)
+
+    monkeypatch.setattr(timing, "_captured", lambda fn, calls: state["captured"].append(calls) or FakeGraph(calls))
+    monkeypatch.setattr(timing, "_replay_ms", replay)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    return state
+
+
+def test_a_graph_holds_the_calls_that_fit_its_time_on_the_gpu_whatever_the_host_takes(fake_graphs):
+    # A launcher with 1 ms of host time and 20 us on the GPU: 2 ms of replay hold 100 calls (Triton's
+    # do_bench_cudagraph counts them at the host's pace: 2).
+    host = []
+    fake_graphs["per_call"] = {1: [0.0230, 0.0200, 0.0210], 100: [0.0195 + i * 1e-4 for i in range(10)]}
+    ms = timing.graph_ms(lambda: host.append(time.sleep(1e-3)), rep_ms=2)
+    assert fake_graphs["captured"] == [1, 100]
+    assert ms == pytest.approx(0.0195 + 4.5e-4)  # the median of the ten timed replays
+    assert len(host) == 1  # one warm-up call before the captures; the fakes run no others
+
+
+def test_a_call_longer_than_the_replay_time_is_timed_alone(fake_graphs):
+    fake_graphs["per_call"] = {1: [0.5, 0.4, 0.45] + [0.4] * 9 + [0.6]}
+    assert timing.graph_ms(lambda: None, rep_ms=0.1, retries=10) == pytest.approx(0.4)
+    assert fake_graphs["captured"] == [1]  # the one-call graph of the estimate is the timed one
+
+
+@pytest.mark.gpu
+def test_graph_ms_replays_its_graph_on_the_gpu():
+    # Behaviour, not speed: one warm-up call, three replays of one call, then ten replays of one
+    # graph of n calls; each call adds 1.
+    x = torch.zeros(1, device="cuda")
+    ms = timing.graph_ms(lambda: x.add_(1.0), rep_ms=0.5)
+    runs = int(x.item()) - 1 - 3
+    assert ms > 0 and runs > 0 and runs % 10 == 0
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ def register(sub) -> None:
     r.add_argument("--warmup-ms", type=float, default=t.warmup_ms, help="do_bench warm-up (default: %(default)s)")
     r.add_argument("--rep-ms", type=float, default=t.rep_ms, help="do_bench measurement time (default: %(default)s)")
     r.add_argument("--graph-rep-ms", type=float, default=t.graph_rep_ms,
-                   help="do_bench_cudagraph time per graph (default: %(default)s)")
+                   help="graph replay time per implementation of a row, over its rounds (default: %(default)s)")
     add_db_option(r)
     r.add_argument("--out", default="stuning-bench", help="output directory (default: %(default)s)")
     r.add_argument("--json", action="store_true", help="print the results as JSON (no table, no progress bar)")
