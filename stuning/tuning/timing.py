@@ -10,6 +10,8 @@ from collections.abc import Callable
 # The revision of how ``bench_us`` times (recorded in each database entry's ``env.timer``): "2" is
 # graph replays behind an L2 flush; "1" replayed graphs with L2 warm, which flattered any operand
 # smaller than L2 (50 MB on the H200), so its times do not compare with these.
+# ``graph_ms`` replacing Triton's graph timer left it at "2": at the tuner's 25-ms re-time the two
+# read within 1% of each other (BENCHMARKS.md 9v); only short timings, such as a bench row's, moved.
 TIMER_REVISION = "2"
 GRAPH_BELOW_US = 100.0  # launch overhead (tens of us through a Python launcher) is a visible share below this
 # A launch whose host time is this share of do_bench's time or more may be what do_bench timed: the
