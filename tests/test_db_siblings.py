@@ -147,29 +147,6 @@ def test_the_own_entry_answers_unless_the_sibling_found_a_faster_kernel_it_never
         assert db._siblings is None  # no kernels to compare: the sibling's files are never read
 
 
-def test_the_shipped_h100_entries_answer_the_h200s_fp32_entries_tuned_before_the_scatter_kernel_took_fp32():
-    if not (SHIPPED / db_file_name(DEVICE)).is_file():
-        pytest.skip("no shipped databases in this checkout")
-    h100 = json.loads((SHIPPED / db_file_name(DEVICE)).read_text())["entries"]
-    h200 = json.loads((SHIPPED / db_file_name(H200.device)).read_text())["entries"]
-    # Read from the files themselves: an H200 fp32 entry whose search never tried the scatter kernel,
-    # where the H100's search chose it and ran faster than the H200's best (the rule, by hand).
-    stale = [key for key, theirs in h200.items()
-             if key.startswith("spmm|float32|") and "scatter" not in theirs["tuner"]["kernels"]
-             and key in h100 and h100[key]["best"]["config"]["kernel"] == "scatter"
-             and h100[key]["best"]["time_us"] < theirs["best"]["time_us"]]
-    if not stale:
-        pytest.skip("every such H200 entry has been re-tuned with the scatter kernel")
-    dbs = {}  # one open database per Triton version the entries name (one, as shipped)
-    for key in stale:
-        triton = h200[key]["env"]["triton"]
-        if triton not in dbs:
-            here = dataclasses.replace(H200, triton=triton)  # no kernel revisions: not judged
-            dbs[triton] = TuningDB.open(H200.device, search_path=[SHIPPED], env=here)
-        found = dbs[triton].lookup("spmm", "float32", key, h200[key]["features"], max_distance=1.0)
-        assert found.how == "sibling" and found.entry.config == h100[key]["best"]["config"], key
-
-
 @pytest.mark.parametrize("own_speedup, their_speedup", [(0.8, 1.6), (1.2, 0.9)])
 def test_dense_fallback_follows_the_entry_that_answers(tmp_path, own_speedup, their_speedup):
     # A layer with dense_fallback runs dense where the key's entry measured dense faster: where the
