@@ -28,13 +28,7 @@ case "$1" in
       echo "bench $t rc=$?"; cp /tmp/bench-$t/results.csv $OUT/spmm-fp16-$t.csv; tail -3 $OUT/bench-spmm-fp16-$t.log
     done
     case $dev in
-      *H100*)
-        timeout -s KILL $(($(left) - 100)) stuning tune --suite first-table --op semi24 --dtype fp16 --seconds 12 \
-          --max-seconds $(($(left) - 140)) > $OUT/tune.log 2>&1
-        echo "tune rc=$?"; grep -E "^│ semi24" $OUT/tune.log | cut -c1-60 | head -20
-        timeout -s KILL $(($(left) - 10)) stuning bench --suite first-table --configs auto --ops semi24 \
-          --dtypes fp16,bf16 --max-seconds $(($(left) - 40)) --out /tmp/bench-semi24 > $OUT/bench-semi24.log 2>&1
-        echo "bench rc=$?"; cp /tmp/bench-semi24/results.csv $OUT/semi24.csv; tail -4 $OUT/bench-semi24.log ;;
+      *H100*) CALL_SECONDS=$(left) bash benchmarks/session70/call.sh 3 ;;  # its 2:4 tune and bench (not run: an H200 came)
       *H200*)
         timeout -s KILL $(($(left) - 10)) stuning tune --untried --seconds 4 --max-seconds $(($(left) - 70)) --json \
           > $OUT/tune-untried.json 2> $OUT/tune-untried.log; echo "untried rc=$?" ;;
