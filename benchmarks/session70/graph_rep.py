@@ -3,9 +3,9 @@
 The two differ in how long each CUDA-graph timing runs (the bench: ``graph_rep_ms`` 8 ms shared by
 3 rounds, 2.7 ms; the tuner's re-time: 25 ms), in the stream (the tuner's runs on a side stream) and
 in what ran just before (the tuner's ``bench_us`` runs ``do_bench`` first). Per problem, in turn, 5
-rounds each: ``flushed_graph_us`` at 2.7 and 25 ms on the default stream, at 25 ms on a side stream,
-the tuner's ``bench_us``, the L2 flush alone (the time both subtract) at 2.7 and 25 ms, and
-``queued_graph_us`` (below) at 2.7 and 25 ms.
+rounds each: Triton's graph timer behind the flush (``g_*``) at 2.7 and 25 ms on the default stream,
+at 25 ms on a side stream, the tuner's ``bench_us``, the L2 flush alone (the time both subtract) at
+2.7 and 25 ms, and the queued replay (``q_*``, below) at 2.7 and 25 ms.
 
 The suspect: ``do_bench_cudagraph`` unrolls rep / estimate calls into its graph, with the estimate
 taken from five eager calls, host time included, and it times each replay from an event recorded
@@ -13,8 +13,13 @@ before the replay is launched, so the replay's launch (microseconds) is timed an
 calls. A Python launcher with ~100 us of host time (the scatter kernel's) gets few calls per graph,
 the flush alone many, and the difference of the two keeps part of a launch: at 2.7 ms, ~0.6 us with
 ~18 and ~76 calls a graph and a 15-us launch; at 25 ms a tenth of it. cuBLAS's launch is cheap, so
-the dense baseline keeps almost none. ``queued_graph_us`` counts the calls from a graph's replay
+the dense baseline keeps almost none. The queued replay counts the calls from a graph's replay
 and queues every timed replay behind a sleep kernel, so neither the host nor the launch is timed.
+
+It ran in session 71 (BENCHMARKS.md 9v) with the queued replay written out here; it then became the
+library's ``timing.graph_ms``, under ``flushed_graph_us``. So the ``q_*`` ways now call
+``flushed_graph_us``, the ``g_*`` ways ``triton_graph_us`` (the library's timer before 9v, its flush
+timed each time rather than cached), and ``tuner`` re-times on the queued replay (in 9v, on Triton's).
 
 python3 benchmarks/session70/graph_rep.py [OUT.csv [SECONDS]]
 """
@@ -35,42 +40,20 @@ from stuning.tuning.timing import RETIME_TIMING, _flush_buffer, bench_us, flushe
 
 ROUNDS = 5  # as bench_vs_tuner.py
 SHORT_MS = 8.0 / 3  # a bench row's graph time per round: graph_rep_ms 8 over 3 rounds
-SLEEP_CYCLES = 400_000  # ~200 us at the H100's and H200's clocks: longer than a replay's launch
 
 
-def queued_graph_us(fn, rep_ms: float) -> float:
-    """``flushed_graph_us`` with the replay's launch kept out of the time (see the docstring)."""
+def triton_graph_us(fn, rep_ms: float) -> float:
+    """``flushed_graph_us`` as it was before 9v, on Triton's ``do_bench_cudagraph``, flush timed each call."""
     flush = _flush_buffer()
 
     def cold():
         flush.zero_()
         fn()
 
-    return max(_queued_graph_ms(cold, rep_ms) - _queued_graph_ms(flush.zero_, rep_ms), 0.0) * 1e3
+    def timed(f):
+        return triton.testing.do_bench_cudagraph(f, rep=rep_ms, return_mode="median")
 
-
-def _queued_graph_ms(fn, rep_ms: float, retries: int = 10) -> float:
-    def replayed_ms(graph, calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SLEEP_CYCLES)  # the GPU waits here while the host launches the replay
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / calls
-
-    with torch.cuda.stream(torch.cuda.Stream()):
-        fn()
-        one = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(one):
-            fn()
-        estimate = min(replayed_ms(one, 1) for _ in range(3))
-        calls = max(1, int(rep_ms / max(estimate, 1e-4)))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-        return statistics.median(replayed_ms(graph, calls) for _ in range(retries))
+    return max(timed(cold) - timed(flush.zero_), 0.0) * 1e3
 
 
 def ways(tuned, side):
@@ -78,17 +61,17 @@ def ways(tuned, side):
 
     def on_side(rep):
         with torch.cuda.stream(side):
-            return flushed_graph_us(tuned, rep_ms=rep)
+            return triton_graph_us(tuned, rep)
 
     return {
-        "g_short": lambda: flushed_graph_us(tuned, rep_ms=SHORT_MS),
-        "g_long": lambda: flushed_graph_us(tuned, rep_ms=25),
+        "g_short": lambda: triton_graph_us(tuned, SHORT_MS),
+        "g_long": lambda: triton_graph_us(tuned, 25),
         "g_long_side": lambda: on_side(25),
         "tuner": lambda: bench_us(tuned, **RETIME_TIMING)[0],
         "flush_short": lambda: triton.testing.do_bench_cudagraph(flush.zero_, rep=SHORT_MS, return_mode="median") * 1e3,
         "flush_long": lambda: triton.testing.do_bench_cudagraph(flush.zero_, rep=25, return_mode="median") * 1e3,
-        "q_short": lambda: queued_graph_us(tuned, SHORT_MS),
-        "q_long": lambda: queued_graph_us(tuned, 25),
+        "q_short": lambda: flushed_graph_us(tuned, rep_ms=SHORT_MS),
+        "q_long": lambda: flushed_graph_us(tuned, rep_ms=25),
     }
 
 
