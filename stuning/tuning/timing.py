@@ -116,7 +116,7 @@ def graph_ms(fn: Callable[[], object], *, rep_ms: float, retries: int = 10) -> f
     difference kept up to a microsecond (BENCHMARKS.md 9u). Here each timed replay queues behind a
     sleep kernel, so the clock starts on the GPU after the replay is already launched, and a graph
     holds the calls that fit ``rep_ms`` at the slower of a call's GPU time (one replay's) and its
-    host time (a capture's).
+    launch's host time (``host_us``), which a capture spends on every call.
     """
     import torch
 
