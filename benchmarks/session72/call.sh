@@ -2,6 +2,8 @@
 #   1 on either: the whole `pytest -m gpu` (scripts/gpu_tests.sh, owed since session 71's timer
 #     change), then trial_time.py: a screen's graph timing with calls counted from GPU time against
 #     calls bounded by host time (branch bounded-graph-calls, the checkout this ran on).
+#   1q on either, when little device time is left: the timing tests alone (tests/test_timing.py),
+#     then trial_time.py.
 #   2 on an H100: session 70's step 3 (2:4 tuned there for the first time, then benched in fp16 and
 #     bf16); on an H200: the fp32 SpMM first table benched on the entries re-tuned in session 71.
 #   3 on an H100: the fp16 and bf16 SpMM first tables benched again with the queued graph timer.
@@ -20,6 +22,11 @@ case "$dev:$1" in
     GPU_TEST_SHARDS=4 GPU_TEST_SECONDS=330 OUT=/tmp/gt bash scripts/gpu_tests.sh; echo "gpu_tests.sh rc=$?"
     for f in /tmp/gt/*.log; do echo "== ${f##*/}"; cat $f; done > $OUT/gpu-tests.log
     grep -hE "passed|failed" /tmp/gt/*.log | tail -6
+    timeout -s KILL $(($(left) - 5)) python3 benchmarks/session72/trial_time.py $OUT/trial-time.csv \
+      $(($(left) - 60)) > $OUT/trial-time.log 2>&1; echo "probe rc=$?"; tail -4 $OUT/trial-time.log ;;
+  *:1q)
+    timeout -s KILL 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_timing.py \
+      > $OUT/gpu-timing-tests.log 2>&1; echo "timing tests rc=$?"; tail -3 $OUT/gpu-timing-tests.log
     timeout -s KILL $(($(left) - 5)) python3 benchmarks/session72/trial_time.py $OUT/trial-time.csv \
       $(($(left) - 60)) > $OUT/trial-time.log 2>&1; echo "probe rc=$?"; tail -4 $OUT/trial-time.log ;;
   *H100*:2) CALL_SECONDS=$(left) bash benchmarks/session70/call.sh 3 ;;
