@@ -17,18 +17,20 @@ bench_spmm() {  # dtype, seconds
     --max-seconds $2 --out /tmp/bench-$1 > $OUT/bench-spmm-$1.log 2>&1
   echo "bench $1 rc=$?"; cp /tmp/bench-$1/results.csv $OUT/spmm-$1.csv; tail -3 $OUT/bench-spmm-$1.log
 }
+probe() {
+  timeout -s KILL $(($(left) - 5)) python3 benchmarks/session72/trial_time.py $OUT/trial-time.csv \
+    $(($(left) - 60)) > $OUT/trial-time.log 2>&1; echo "probe rc=$?"; tail -4 $OUT/trial-time.log
+}
 case "$dev:$1" in
   *:1)
     GPU_TEST_SHARDS=4 GPU_TEST_SECONDS=330 OUT=/tmp/gt bash scripts/gpu_tests.sh; echo "gpu_tests.sh rc=$?"
     for f in /tmp/gt/*.log; do echo "== ${f##*/}"; cat $f; done > $OUT/gpu-tests.log
     grep -hE "passed|failed" /tmp/gt/*.log | tail -6
-    timeout -s KILL $(($(left) - 5)) python3 benchmarks/session72/trial_time.py $OUT/trial-time.csv \
-      $(($(left) - 60)) > $OUT/trial-time.log 2>&1; echo "probe rc=$?"; tail -4 $OUT/trial-time.log ;;
+    probe ;;
   *:1q)
     timeout -s KILL 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_timing.py \
       > $OUT/gpu-timing-tests.log 2>&1; echo "timing tests rc=$?"; tail -3 $OUT/gpu-timing-tests.log
-    timeout -s KILL $(($(left) - 5)) python3 benchmarks/session72/trial_time.py $OUT/trial-time.csv \
-      $(($(left) - 60)) > $OUT/trial-time.log 2>&1; echo "probe rc=$?"; tail -4 $OUT/trial-time.log ;;
+    probe ;;
   *H100*:2) CALL_SECONDS=$(left) bash benchmarks/session70/call.sh 3 ;;
   *H200*:2) bench_spmm fp32 $(($(left) - 70)) ;;
   *H100*:3) bench_spmm fp16 $(( ($(left) - 110) / 2 )); bench_spmm bf16 $(($(left) - 60)) ;;
