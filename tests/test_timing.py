@@ -73,9 +73,10 @@ class FakeGraph:
 
 @pytest.fixture
 def fake_graphs(monkeypatch):
-    """graph_ms with capture and replay replaced: a replay of a graph of n calls returns the next of
-    ``per_call[n]`` (ms a call); ``captured`` lists the calls of each graph made."""
-    state = {"captured": [], "per_call": {}}
+    """graph_ms with capture, replay and the launch's host time replaced: a replay of a graph of n
+    calls returns the next of ``per_call[n]`` (ms a call), a launch takes ``host_us``; ``captured``
+    lists the calls of each graph made."""
+    state = {"captured": [], "per_call": {}, "host_us": 5.0}
 
     def replay(graph, calls):
         assert graph.calls == calls  # a replay's time is shared among the calls its graph holds
@@ -83,20 +84,29 @@ def fake_graphs(monkeypatch):
 
     monkeypatch.setattr(timing, "_captured", lambda fn, calls: state["captured"].append(calls) or FakeGraph(calls))
     monkeypatch.setattr(timing, "_replay_ms", replay)
+    monkeypatch.setattr(timing, "host_us", lambda fn: state["host_us"])
     monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
     monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
     return state
 
 
-def test_a_graph_holds_the_calls_that_fit_its_time_on_the_gpu_whatever_the_host_takes(fake_graphs):
-    # A launcher with 1 ms of host time and 20 us on the GPU: 2 ms of replay hold 100 calls (Triton's
-    # do_bench_cudagraph counts them at the host's pace: 2).
-    host = []
+def test_a_graph_holds_the_calls_that_fit_its_time_on_the_gpu(fake_graphs):
+    # 20 us on the GPU, 5 us on the host: 2 ms of replay hold 100 calls.
+    calls = []
     fake_graphs["per_call"] = {1: [0.0230, 0.0200, 0.0210], 100: [0.0195 + i * 1e-4 for i in range(10)]}
-    ms = timing.graph_ms(lambda: host.append(time.sleep(1e-3)), rep_ms=2)
+    ms = timing.graph_ms(lambda: calls.append(1), rep_ms=2)
     assert fake_graphs["captured"] == [1, 100]
     assert ms == pytest.approx(0.0195 + 4.5e-4)  # the median of the ten timed replays
-    assert len(host) == 1  # one warm-up call before the captures; the fakes run no others
+    assert len(calls) == 1  # one warm-up call before the captures; the fakes run no others
+
+
+def test_a_host_bound_launcher_gets_the_calls_its_capture_can_launch_in_the_replay_time(fake_graphs):
+    # 1 ms on the host, 20 us on the GPU: counted from GPU time, 2 ms of replay would hold 100 calls
+    # and their capture take 100 ms; at the host's pace they are 2, each timed at its GPU time.
+    fake_graphs["host_us"] = 1000.0
+    fake_graphs["per_call"] = {1: [0.0230, 0.0200, 0.0210], 2: [0.0205] * 10}
+    assert timing.graph_ms(lambda: None, rep_ms=2) == pytest.approx(0.0205)
+    assert fake_graphs["captured"] == [1, 2]
 
 
 def test_a_call_longer_than_the_replay_time_is_timed_alone(fake_graphs):
@@ -107,11 +117,11 @@ def test_a_call_longer_than_the_replay_time_is_timed_alone(fake_graphs):
 
 @pytest.mark.gpu
 def test_graph_ms_replays_its_graph_on_the_gpu():
-    # Behaviour, not speed: one warm-up call, three replays of one call, then ten replays of one
-    # graph of n calls; each call adds 1.
+    # Behaviour, not speed: one warm-up call, three replays of one call, six eager calls timing the
+    # host (host_us), then ten replays of one graph of n calls; each call adds 1.
     x = torch.zeros(1, device="cuda")
     ms = timing.graph_ms(lambda: x.add_(1.0), rep_ms=0.5)
-    runs = int(x.item()) - 1 - 3
+    runs = int(x.item()) - 1 - 3 - 6
     assert ms > 0 and runs > 0 and runs % 10 == 0
 
 

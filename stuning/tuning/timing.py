@@ -113,9 +113,10 @@ def graph_ms(fn: Callable[[], object], *, rep_ms: float, retries: int = 10) -> f
     into its graph, the estimate taken from eager calls that run at the host's pace, and it starts
     its clock before it launches a replay, so the launch is timed and shared among the calls. Few
     calls share it for such a launcher and many for the flush alone, and ``flushed_graph_us``'s
-    difference kept up to a microsecond (BENCHMARKS.md 9u). Here the calls are counted from a replay's
-    GPU time, and each timed replay queues behind a sleep kernel, so the clock starts on the GPU
-    after the replay is already launched.
+    difference kept up to a microsecond (BENCHMARKS.md 9u). Here each timed replay queues behind a
+    sleep kernel, so the clock starts on the GPU after the replay is already launched, and a graph
+    holds the calls that fit ``rep_ms`` at the slower of a call's GPU time (one replay's) and its
+    launch's host time (``host_us``), which a capture spends on every call.
     """
     import torch
 
@@ -123,7 +124,10 @@ def graph_ms(fn: Callable[[], object], *, rep_ms: float, retries: int = 10) -> f
         fn()  # compiles and allocates outside the capture
         once = _captured(fn, 1)
         estimate = min(_replay_ms(once, 1) for _ in range(3))
-        calls = max(1, int(rep_ms / max(estimate, 1e-4)))
+        # A capture launches every call on the host, so calls counted from GPU time alone kept a
+        # launcher with more host time than GPU time capturing for longer than its replays run. The
+        # replays queue, so their launch is not timed and fewer calls cost no accuracy.
+        calls = max(1, int(rep_ms / max(estimate, host_us(fn) / 1e3, 1e-4)))
         graph = once if calls == 1 else _captured(fn, calls)
         return statistics.median(_replay_ms(graph, calls) for _ in range(retries))
 
