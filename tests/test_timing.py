@@ -133,8 +133,6 @@ def timers(monkeypatch):
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: times["do_bench"] / 1e3)
     monkeypatch.setattr(timing, "host_us", lambda fn: times["host"])
     monkeypatch.setattr(timing, "flushed_graph_us", lambda fn, rep_ms: times["graph"])
-    monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
     return times
 
 
