@@ -19,7 +19,7 @@ def gm(s):
 
 
 def cells(d):
-    d = d.assign(llama=[(m, k) in LLAMA for m, k in zip(d.m, d.k)], decode=d.n <= 128)
+    d = d.assign(llama=[(m, k) in LLAMA for m, k in zip(d.m, d.k, strict=True)], decode=d.n <= 128)
     for (llama, decode), g in d.groupby(["llama", "decode"], sort=False):
         yield ("Llama-7B" if llama else "BERT", "N<=128" if decode else "N=2048", g)
 
