@@ -2,8 +2,9 @@
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from stuning.bench.report import geomean as gm
 
 HERE = Path(__file__).parent
 RUNS = {
@@ -12,10 +13,6 @@ RUNS = {
     "call 3 (bf16 tuned too)": HERE / "h100/call3/semi24-2.csv",
 }
 LLAMA = {(4096, 4096), (11008, 4096), (4096, 11008)}
-
-
-def gm(s):
-    return float(np.exp(np.log(s).mean()))
 
 
 def cells(d):
