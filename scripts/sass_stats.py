@@ -11,6 +11,7 @@ what it predicted and what the GPU then measured.
     python3 scripts/sass_stats.py --dtype bf16 --ragged-k --configs 32x16x128:4:4:3
     python3 scripts/sass_stats.py --kernel spmm         # CSR SpMM; --kernel spmm-sell: sliced ELL
     python3 scripts/sass_stats.py --kernel semi24-hopper  # the Gluon 2:4 kernel (BMxBN:SPLIT_K:WARPS:STAGES)
+    python3 scripts/sass_stats.py --kernel sddmm-tiled  # SDDMM on output tiles (BMxBNxBK:CHUNK:RUN:WARPS:STAGES)
     python3 scripts/sass_stats.py --json                # one JSON object per config
 
 Run it with the Triton version the GPU has (3.6 there): code generation differs between versions.
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 os.environ["TRITON_INTERPRET"] = "0"  # the interpreter would replace the JIT function
 
 import triton  # noqa: E402
-from stuning.kernels import semi24, semi24_hopper, spmm, spmm_sell  # noqa: E402
+from stuning.kernels import sddmm, sddmm_tiled, semi24, semi24_hopper, spmm, spmm_sell  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
@@ -46,7 +47,7 @@ class KernelSpec:
     fn: object
     default_configs: str
     constants: Callable  # (parsed config, ragged) -> the constexprs, sizes specialized to 1 included
-    pointer_types: dict  # pointer arguments that are not of the value dtype
+    arg_types: dict  # arguments that are neither of the value dtype (pointers) nor i32 (scalars)
     unit: str  # what one unit of work is, for the per-unit column
     units_per_thread: Callable  # (parsed config, loop opcode counts) -> units per thread and iteration
     gluon: bool = False  # a Gluon kernel: compiled from a GluonASTSource, num_warps among its constexprs
@@ -71,6 +72,17 @@ def _spmm_config(kernel: str):
         return spmm.SpMMConfig(rows, step, bn, int(vec), True, int(warps), int(stages), kernel,
                                prefetch=flags == ["p"])
     return parse
+
+
+def _sddmm_tiled_config(text: str):
+    tiles, chunk, run, warps, stages = text.split(":")
+    bm, bn, bk = (int(v) for v in tiles.split("x"))
+    return sddmm.SDDMMConfig(block_k=bk, num_warps=int(warps), num_stages=int(stages), kernel="tiled", block_m=bm,
+                             block_n=bn, chunk=int(chunk), tiles_per_program=int(run))
+
+
+# The tiled SDDMM's attention case: K one step (A's band resident), every size a multiple of its tile.
+SDDMM_K = 128
 
 
 OFFSETS_64 = False  # SpMM: compile B's 64-bit addressing (``--offsets-64``), as for a B past 2**31 elements
@@ -115,6 +127,16 @@ KERNELS = {
                            "FIXED": not ragged},
         {"slice_ptr": "*i32", "col_ptr": "*i16", "row_id_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("sell")),
+    # BMxBNxBK:CHUNK:RUN:WARPS:STAGES (K = SDDMM_K, one K step where BK >= it; 16-bit output staged as such)
+    "sddmm-tiled": (KernelSpec(
+        sddmm_tiled._sddmm_tiled_kernel, "128x64x128:256:4:4:2,128x64x128:512:4:4:2,128x128x64:512:4:8:2",
+        lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "CHUNK": c.chunk,
+                           "RUN": c.tiles_per_program, "A_RESIDENT": c.block_k >= SDDMM_K, "EVEN_K": not ragged,
+                           "EVEN_M": True, "EVEN_N": True, "HAS_BETA": False, "UPCAST": False, "PRECISION": "tf32",
+                           "STAGE_IN_OUTPUT_DTYPE": True, "SCALED": False, "FLUSH": 0, "stride_ak": 1, "stride_bk": 1},
+        {**dict.fromkeys(("run_ptr", "tile_m_ptr", "tile_n_ptr", "tile_ptr", "dest_ptr"), "*i32"),
+         "local_ptr": "*i16", "row_factor_ptr": "*fp32", "col_factor_ptr": "*fp32", "alpha": "fp32", "beta": "fp32"},
+        "tile", lambda c, ops: 1), _sddmm_tiled_config),
 }
 
 
@@ -125,8 +147,8 @@ def compile_config(spec: KernelSpec, cfg, dtype: str, ragged_k: bool):
     for name in fn.arg_names:
         if name in constants:
             signature[name] = "constexpr"
-        elif name in spec.pointer_types:
-            signature[name] = spec.pointer_types[name]
+        elif name in spec.arg_types:
+            signature[name] = spec.arg_types[name]
         else:
             signature[name] = f"*{dtype}" if name.endswith("_ptr") else "i32"
     # Pointers 16-byte aligned and sizes multiples of 16, as the shapes that matter are (arguments the

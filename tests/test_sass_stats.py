@@ -48,3 +48,13 @@ def test_spmm_loops_reduce_once_after_the_loop(kernel, config):
     (r,) = sass_stats("--kernel", kernel, "--configs", config)
     assert r["ops"]["FFMA"] > 0 and r["ops"]["SHFL"] == 0  # no cross-thread reduction every step
     assert r["per_unit"] < 7
+
+
+def test_sddmm_tiled_attention_tile_fits_four_programs_an_sm():
+    # The H100's L = 4096, K = 128, 95% entry (128 x 64 tiles, K in one step, 4 warps, CHUNK 256) runs
+    # four programs an SM, as many as their 48 KB of shared memory allow, only at 128 registers a
+    # thread or fewer; its product is on warpgroup MMAs. CHUNK 512 takes more registers (146 with
+    # Triton 3.6), one program an SM fewer, and ran 11% slower there (BENCHMARKS.md 9y).
+    (r,) = sass_stats("--kernel", "sddmm-tiled", "--configs", "128x64x128:256:4:4:2")
+    assert r["registers"] <= 128 and r["spill_stores"] == 0 and r["ops"]["HGMMA"] > 0
+    assert r["shared_bytes"] * 4 <= 228 * 1024
