@@ -217,10 +217,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernel", default="semi24", choices=sorted(KERNELS))
     ap.add_argument("--configs", default=None,
-                    help="comma-separated; 2:4 BMxBNxBK:SPLIT_K:WARPS:STAGES, SpMM ROWSxSTEPxBN:VEC:WARPS:STAGES")
+                    help="comma-separated; 2:4 BMxBNxBK:SPLIT_K:WARPS:STAGES, SpMM ROWSxSTEPxBN:VEC:WARPS:STAGES, "
+                    "tiled SDDMM BMxBNxBK:CHUNK:RUN:WARPS:STAGES")
     ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
-    ap.add_argument("--ragged-k", action="store_true", help="2:4: compile the K-masked path (K not a multiple of BK); "
-                    "sliced ELL: slices of their own lengths rather than one capacity")
+    ap.add_argument("--ragged-k", action="store_true", help="2:4 and tiled SDDMM: compile the K-masked path (K not a "
+                    "multiple of BK); sliced ELL: slices of their own lengths rather than one capacity")
     ap.add_argument("--offsets-64", action="store_true", help="SpMM: B addressed with 64-bit offsets")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
