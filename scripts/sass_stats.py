@@ -81,7 +81,7 @@ def _sddmm_tiled_config(text: str):
                              block_n=bn, chunk=int(chunk), tiles_per_program=int(run))
 
 
-# The tiled SDDMM's attention case: K one step (A's band resident), every size a multiple of its tile.
+# The tiled SDDMM's inner K (``--sddmm-k``): where BK covers it, A's band stays resident over a run.
 SDDMM_K = 128
 
 
@@ -127,7 +127,7 @@ KERNELS = {
                            "FIXED": not ragged},
         {"slice_ptr": "*i32", "col_ptr": "*i16", "row_id_ptr": "*i32"}, "multiply-add", _multiply_adds),
         _spmm_config("sell")),
-    # BMxBNxBK:CHUNK:RUN:WARPS:STAGES (K = SDDMM_K, one K step where BK >= it; 16-bit output staged as such)
+    # BMxBNxBK:CHUNK:RUN:WARPS:STAGES (K = SDDMM_K, even sizes; 16-bit output staged as such)
     "sddmm-tiled": (KernelSpec(
         sddmm_tiled._sddmm_tiled_kernel, "128x64x128:256:4:4:2,128x64x128:512:4:4:2,128x128x64:512:4:8:2",
         lambda c, ragged: {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "CHUNK": c.chunk,
@@ -214,6 +214,7 @@ def stats(spec: KernelSpec, cfg, label: str, dtype: str, ragged_k: bool) -> dict
 
 
 def main(argv=None) -> int:
+    global OFFSETS_64, SDDMM_K
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernel", default="semi24", choices=sorted(KERNELS))
     ap.add_argument("--configs", default=None,
@@ -223,10 +224,10 @@ def main(argv=None) -> int:
     ap.add_argument("--ragged-k", action="store_true", help="2:4 and tiled SDDMM: compile the K-masked path (K not a "
                     "multiple of BK); sliced ELL: slices of their own lengths rather than one capacity")
     ap.add_argument("--offsets-64", action="store_true", help="SpMM: B addressed with 64-bit offsets")
+    ap.add_argument("--sddmm-k", type=int, default=SDDMM_K, help="tiled SDDMM: the inner K the kernel is compiled for")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    global OFFSETS_64
-    OFFSETS_64 = args.offsets_64
+    OFFSETS_64, SDDMM_K = args.offsets_64, args.sddmm_k
     spec, parse = KERNELS[args.kernel]
     labels = (args.configs or spec.default_configs).split(",")
     rows = []
