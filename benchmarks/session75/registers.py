@@ -15,19 +15,22 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from stuning.kernels.sddmm_tiled import TiledParams, registers_per_thread
+from stuning.kernels.sddmm_tiled import registers_per_thread
 
 import stuning.tuning.cost_model.sddmm as sddmm_model
 from stuning.cli.main import main as stuning_main
 
+# sass_stats.py's parser of config labels (importing it compiles nothing).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import sass_stats  # noqa: E402
+
 
 def compare(path: Path) -> None:
     rows = []
+    parse = sass_stats.KERNELS["sddmm-tiled"][1]  # a config label as sass_stats.py reads it
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        tiles, chunk, run, warps, stages = r["config"].split(":")
-        bm, bn, bk = (int(v) for v in tiles.split("x"))
-        estimate = registers_per_thread(TiledParams(bm, bn, bk, int(chunk), int(warps), int(stages), int(run)))
+        estimate = registers_per_thread(parse(r["config"]).tiled_params())
         rows.append({"config": r["config"], "compiled": r["registers"], "estimate": estimate, "triton": r["triton"]})
     d = pd.DataFrame(rows)
     d["ratio"] = d.estimate / d.compiled
